@@ -1,0 +1,68 @@
+"""Alembic environment: SQLite (the embedded default), SQL Server through mssql-python or pyodbc.
+
+The URL comes, in order, from a connection handed over by ``sqlheads init``, ``-x url=...``,
+``SQLHEADS_URL``, then ``sqlalchemy.url`` in alembic.ini. Offline mode (``--sql``) writes a
+reviewable script for the dialect of that URL.
+"""
+
+from __future__ import annotations
+
+import os
+
+from alembic import context
+
+from sqlheads.store.schema import metadata
+
+config = context.config
+
+
+def _url() -> str:
+    return (
+        context.get_x_argument(as_dictionary=True).get("url")
+        or os.environ.get("SQLHEADS_URL")
+        or config.get_main_option("sqlalchemy.url")
+        or "sqlite:///sqlheads.db"
+    )
+
+
+def run_offline() -> None:
+    url = _url()
+    options = {"deprecate_large_types": True} if url.startswith("mssql") else {}
+    context.configure(
+        url=url,
+        target_metadata=metadata,
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named", **options},
+        # SQLite cannot ALTER most things; batch mode rebuilds tables instead.
+        render_as_batch=url.startswith("sqlite"),
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is None:
+        from sqlheads.store.repository import make_engine
+
+        with make_engine(_url()).connect() as fresh:
+            _run_with(fresh)
+    else:
+        _run_with(connection)
+
+
+def _run_with(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        version_table_schema="heads" if connection.dialect.name == "mssql" else None,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,3 @@
+"""sqlheads: text classification inside the database."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,320 @@
+"""The ``sqlheads`` command line: one command per T-SQL procedure, plus ``demo``.
+
+Every command takes ``--json`` and then prints one JSON object on stdout; errors print
+``{"error": ..., "number": ...}`` (or a sentence on stderr) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from sqlheads import host
+from sqlheads.engine.heads import HeadParams
+from sqlheads.errors import SqlheadsError
+from sqlheads.store.repository import Store
+
+app = typer.Typer(
+    help="Text classification inside your database: embed rows, train tiny heads, predict.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+
+
+class _Options:
+    url: str = host.DEFAULT_URL
+    url_given: bool = False
+    json: bool = False
+
+
+options = _Options()
+
+
+@app.callback()
+def main(
+    url: Annotated[
+        str | None,
+        typer.Option(help="Database URL. Default: $SQLHEADS_URL, then sqlite:///sqlheads.db."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+    ] = False,
+) -> None:
+    chosen = url or os.environ.get("SQLHEADS_URL")
+    options.url_given = chosen is not None
+    options.url = chosen or host.DEFAULT_URL
+    options.json = json_output
+
+
+def _store() -> Store:
+    return Store.from_url(options.url)
+
+
+def _emit(result: dict[str, Any], title: str) -> None:
+    if options.json:
+        typer.echo(json.dumps(result, default=str))
+        return
+    table = Table(title=title, show_header=False)
+    for key, value in result.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+    Console().print(table)
+
+
+def _fail(error: SqlheadsError) -> None:
+    if options.json:
+        typer.echo(json.dumps({"error": error.message, "number": error.number}))
+    else:
+        console.print(f"[bold red]error {error.number}:[/] {error.message}")
+    raise typer.Exit(2)
+
+
+def _run(action: Callable[[], dict[str, Any]], title: str) -> None:
+    try:
+        result = action()
+    except SqlheadsError as error:
+        _fail(error)
+    else:
+        _emit(result, title)
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[host.Progress | None]:
+    """A progress bar on a terminal; nothing under --json or when output is piped."""
+    if options.json or not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def advance(done: int, total: int | None) -> None:
+            bar.update(task, advance=done, total=total)
+
+        yield advance
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+@app.command()
+def init() -> None:
+    """Create or upgrade the tables and views (safe to run again)."""
+    _run(lambda: host.init(_store()), "init")
+
+
+@app.command("register-encoder")
+def register_encoder(
+    name: Annotated[str, typer.Option(help="Name to register it under.")] = host.DEFAULT_ENCODER,
+    model_dir: Annotated[
+        str | None,
+        typer.Option(help="Hugging Face model directory (default: all-MiniLM-L6-v2)."),
+    ] = None,
+    max_length: Annotated[int, typer.Option(help="Tokens per window.")] = 256,
+    quantization: Annotated[str, typer.Option(help="int8 or none (fp32).")] = "int8",
+) -> None:
+    """Export an encoder to ONNX, check it against PyTorch, and store it."""
+
+    def action() -> dict[str, Any]:
+        store = _store()
+        host.init(store)
+        encoder = host.register_encoder(
+            store,
+            name=name,
+            model_dir=model_dir,
+            max_length=max_length,
+            quantization=quantization,
+        )
+        return {
+            k: getattr(encoder, k) for k in ("name", "sha256", "dim", "max_length", "quantization")
+        }
+
+    _run(action, "encoder")
+
+
+@app.command()
+def embed(
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set to fill.")],
+    source: Annotated[str, typer.Option(help="SELECT returning item_key and text.")],
+    encoder: Annotated[
+        str | None, typer.Option(help=f"Encoder name (default {host.DEFAULT_ENCODER}).")
+    ] = None,
+    long_text: Annotated[
+        str | None, typer.Option(help="window (default) or truncate, for texts over the window.")
+    ] = None,
+    batch_rows: Annotated[int, typer.Option(help="Rows per committed batch.")] = 1000,
+    batch_size: Annotated[int, typer.Option(help="Texts per encoder call.")] = 32,
+) -> None:
+    """Embed the rows of a query into a set; unchanged rows are skipped."""
+
+    def action() -> dict[str, Any]:
+        store = _store()
+        host.init(store)
+        with _progress(f"embedding {set_name}") as progress:
+            return host.embed(
+                store,
+                set_name=set_name,
+                source=source,
+                encoder=encoder,
+                long_text=long_text,
+                batch_rows=batch_rows,
+                batch_size=batch_size,
+                progress=progress,
+            )
+
+    _run(action, "embed")
+
+
+@app.command()
+def train(
+    head: Annotated[str, typer.Option(help="Head to train a new version of.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set with the vectors.")],
+    labels: Annotated[str, typer.Option(help="SELECT returning item_key and label.")],
+    hidden: Annotated[
+        int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
+    ] = None,
+    epochs: Annotated[int, typer.Option()] = HeadParams.epochs,
+    lr: Annotated[float, typer.Option(help="Adam (amsgrad) learning rate.")] = HeadParams.lr,
+    weight_decay: Annotated[float, typer.Option()] = HeadParams.weight_decay,
+    batch_size: Annotated[int, typer.Option()] = HeadParams.batch_size,
+    dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
+    test_fraction: Annotated[float, typer.Option(help="Held-out share, stratified.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,
+    deploy: Annotated[str, typer.Option(help="if-better, always or never.")] = "if-better",
+    encoder: Annotated[
+        str | None, typer.Option(help="Refuse unless the set uses this encoder.")
+    ] = None,
+) -> None:
+    """Train a new version of a head on stored vectors, with metrics on a held-out split."""
+    _run(
+        lambda: host.train(
+            _store(),
+            head=head,
+            set_name=set_name,
+            labels=labels,
+            encoder=encoder,
+            deploy=deploy,
+            hidden=hidden,
+            epochs=epochs,
+            lr=lr,
+            weight_decay=weight_decay,
+            batch_size=batch_size,
+            dropout=dropout,
+            test_fraction=test_fraction,
+            seed=seed,
+        ),
+        "train",
+    )
+
+
+@app.command()
+def predict(
+    head: Annotated[str, typer.Option(help="Head to score with.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set to score.")],
+    version: Annotated[int | None, typer.Option(help="Version (default: deployed).")] = None,
+    keys: Annotated[
+        str | None, typer.Option(help="SELECT returning item_key: score only these.")
+    ] = None,
+) -> None:
+    """Score a set into the predictions table (re-running replaces)."""
+
+    def action() -> dict[str, Any]:
+        with _progress(f"scoring {set_name}") as progress:
+            return host.predict(
+                _store(),
+                head=head,
+                set_name=set_name,
+                version=version,
+                keys=keys,
+                progress=progress,
+            )
+
+    _run(action, "predict")
+
+
+@app.command()
+def deploy(
+    head: Annotated[str, typer.Option()],
+    version: Annotated[int, typer.Option(help="Version to deploy.")],
+) -> None:
+    """Deploy a version of a head (predict and latest_predictions use it)."""
+    _run(lambda: host.deploy(_store(), head=head, version=version), "deploy")
+
+
+@app.command()
+def rollback(head: Annotated[str, typer.Option()]) -> None:
+    """Deploy again the version deployed before the current one."""
+    _run(lambda: host.rollback(_store(), head=head), "rollback")
+
+
+@app.command()
+def models(head: Annotated[str | None, typer.Option(help="Only this head.")] = None) -> None:
+    """List every version with its metrics (the model_summary view)."""
+
+    def action() -> dict[str, Any]:
+        frame = host.models(_store(), head=head)
+        return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
+
+    if options.json:
+        _run(action, "models")
+        return
+    try:
+        frame = host.models(_store(), head=head)
+    except SqlheadsError as error:
+        _fail(error)
+    table = Table(*frame.columns, title="model_summary")
+    for row in frame.itertuples(index=False):
+        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row])
+    Console().print(table)
+
+
+@app.command("drop-head")
+def drop_head(head: Annotated[str, typer.Option()]) -> None:
+    """Delete a head: its versions, deployments and predictions."""
+    _run(lambda: {"head": head, "versions_dropped": _store().drop_head(head)}, "drop-head")
+
+
+@app.command("drop-set")
+def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
+    """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
+
+    def action() -> dict[str, Any]:
+        _store().drop_set(set_name)
+        return {"set": set_name, "dropped": True}
+
+    _run(action, "drop-set")
+
+
+@app.command()
+def demo() -> None:
+    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file."""
+    from sqlheads.demo import run_demo
+
+    url = options.url if options.url_given else "sqlite:///sqlheads-demo.db"
+
+    def action() -> dict[str, Any]:
+        with _progress("embedding Rotten Tomatoes") as progress:
+            return run_demo(url, progress=progress)
+
+    started = time.perf_counter()
+    _run(action, f"demo ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

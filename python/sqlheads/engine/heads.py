@@ -1,0 +1,197 @@
+"""Tiny MLP classification heads trained on stored sentence vectors.
+
+``HeadClassifier`` follows scikit-learn: parameters named once in ``__init__`` and validated
+there, ``fit`` / ``predict_proba`` / ``predict``. Training uses PyTorch with the seed's optimiser
+(Adam with amsgrad, lr 1e-3, weight decay 1e-5, linear decay to zero); scoring needs only NumPy,
+so a fitted head serialises to a small ``.npz`` blob and scores anywhere.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sqlheads.errors import DimensionMismatchError, InvalidParameterError, SingleClassError
+
+
+def default_hidden(n_classes: int) -> int:
+    """Hidden width: 64 for a few classes, growing with many (4 per class, at most 512).
+
+    The seed's "half the number of classes" gives one unit for two classes; 64 measured best
+    on Rotten Tomatoes, and fifty classes need room for fifty directions.
+    """
+    return int(min(512, max(64, 4 * n_classes)))
+
+
+@dataclass
+class HeadParams:
+    """Hyper-parameters of a head, with the documented defaults."""
+
+    hidden: int | None = None  # None: default_hidden(number of classes)
+    epochs: int = 30
+    lr: float = 1e-3
+    weight_decay: float = 1e-5
+    batch_size: int = 64
+    dropout: float = 0.1
+    seed: int = 0
+
+    def validate(self) -> HeadParams:
+        checks = [
+            (self.hidden is None or 1 <= self.hidden <= 8192, "hidden", "between 1 and 8192"),
+            (1 <= self.epochs <= 10_000, "epochs", "between 1 and 10000"),
+            (0 < self.lr <= 1, "lr", "in (0, 1], e.g. 1e-3"),
+            (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1), e.g. 1e-5"),
+            (1 <= self.batch_size <= 65_536, "batch_size", "between 1 and 65536"),
+            (0 <= self.dropout < 1, "dropout", "in [0, 1)"),
+        ]
+        for ok, name, allowed in checks:
+            if not ok:
+                raise InvalidParameterError(
+                    f"{name}={getattr(self, name)!r} is out of range: pass a value {allowed}"
+                )
+        return self
+
+
+@dataclass
+class HeadClassifier:
+    """Input → Linear → ReLU → Dropout → Linear → classes."""
+
+    params: HeadParams = field(default_factory=HeadParams)
+    classes_: list[str] = field(default_factory=list, init=False)
+    loss_curve_: list[float] = field(default_factory=list, init=False)
+    weights_: dict[str, np.ndarray] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.params.validate()
+
+    @property
+    def n_features_in_(self) -> int:
+        return int(self.weights_["w1"].shape[1])
+
+    def fit(self, X: np.ndarray, y: Sequence[str]) -> HeadClassifier:
+        import torch
+
+        X = np.asarray(X, dtype=np.float32)
+        labels = np.asarray([str(v) for v in y])
+        if X.ndim != 2 or len(X) != len(labels):
+            raise InvalidParameterError(
+                f"X must be (rows, dim) with one label per row; got {X.shape} and {len(labels)}"
+            )
+        classes = sorted(set(labels.tolist()))
+        if len(classes) < 2:
+            raise SingleClassError(
+                f"the labels hold one class ({classes[0] if classes else 'none'}): "
+                "a classifier needs at least two; add rows of another class"
+            )
+        targets = np.searchsorted(classes, labels)
+        p = self.params
+        hidden = p.hidden or default_hidden(len(classes))
+        torch.manual_seed(p.seed)
+        generator = torch.Generator().manual_seed(p.seed)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(X.shape[1], hidden),
+            torch.nn.ReLU(),
+            torch.nn.Dropout(p.dropout),
+            torch.nn.Linear(hidden, len(classes)),
+        )
+        optimizer = torch.optim.Adam(
+            model.parameters(), lr=p.lr, weight_decay=p.weight_decay, amsgrad=True
+        )
+        steps_per_epoch = -(-len(X) // p.batch_size)
+        total_steps = p.epochs * steps_per_epoch
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: max(0.0, 1.0 - step / total_steps)
+        )
+        features, target = torch.from_numpy(X), torch.from_numpy(targets.astype(np.int64))
+        loss_fn = torch.nn.CrossEntropyLoss()
+        self.loss_curve_ = []
+        model.train()
+        for _ in range(p.epochs):
+            order = torch.randperm(len(X), generator=generator)
+            epoch_loss = 0.0
+            for start in range(0, len(X), p.batch_size):
+                batch = order[start : start + p.batch_size]
+                optimizer.zero_grad()
+                loss = loss_fn(model(features[batch]), target[batch])
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                epoch_loss += loss.item() * len(batch)
+            self.loss_curve_.append(epoch_loss / len(X))
+        first, last = model[0], model[3]
+        self.weights_ = {
+            "w1": first.weight.detach().numpy().copy(),
+            "b1": first.bias.detach().numpy().copy(),
+            "w2": last.weight.detach().numpy().copy(),
+            "b2": last.bias.detach().numpy().copy(),
+        }
+        self.classes_ = classes
+        return self
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        if not self.weights_:
+            raise InvalidParameterError("this head is not fitted: call fit first")
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise DimensionMismatchError(
+                f"the head expects vectors of {self.n_features_in_} dimensions, got "
+                f"{X.shape[1] if X.ndim == 2 else X.shape}: score with the encoder it was "
+                "trained on"
+            )
+        w = self.weights_
+        hidden = np.maximum(X @ w["w1"].T + w["b1"], 0.0)
+        logits = hidden @ w["w2"].T + w["b2"]
+        logits -= logits.max(axis=1, keepdims=True)
+        exp = np.exp(logits)
+        return exp / exp.sum(axis=1, keepdims=True)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.classes_)[self.predict_proba(X).argmax(axis=1)]
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """A portable ``.npz``: weights plus classes; no pickle, so loading runs no code."""
+        buffer = io.BytesIO()
+        np.savez(buffer, classes=np.asarray(self.classes_, dtype=np.str_), **self.weights_)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> HeadClassifier:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            head = cls(HeadParams(hidden=int(data["w1"].shape[0])))
+            head.weights_ = {name: data[name] for name in ("w1", "b1", "w2", "b2")}
+            head.classes_ = [str(c) for c in data["classes"]]
+        return head
+
+    def to_onnx(self) -> bytes:
+        """The head as an ONNX graph (``vector`` → ``probabilities``) for other runtimes."""
+        from onnx import TensorProto, helper, numpy_helper
+
+        w = self.weights_
+        graph = helper.make_graph(
+            [
+                helper.make_node("Gemm", ["vector", "w1", "b1"], ["h"], transB=1),
+                helper.make_node("Relu", ["h"], ["r"]),
+                helper.make_node("Gemm", ["r", "w2", "b2"], ["logits"], transB=1),
+                helper.make_node("Softmax", ["logits"], ["probabilities"], axis=1),
+            ],
+            "sqlheads_head",
+            [
+                helper.make_tensor_value_info(
+                    "vector", TensorProto.FLOAT, ["batch", w["w1"].shape[1]]
+                )
+            ],
+            [
+                helper.make_tensor_value_info(
+                    "probabilities", TensorProto.FLOAT, ["batch", len(self.classes_)]
+                )
+            ],
+            [numpy_helper.from_array(w[name], name) for name in ("w1", "b1", "w2", "b2")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.metadata_props.add(key="classes", value="\n".join(self.classes_))
+        return model.SerializeToString()

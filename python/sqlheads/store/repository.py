@@ -1,0 +1,500 @@
+"""Reads and writes of the store, through SQLAlchemy Core on any supported database.
+
+Every statement binds its values; the only SQL text taken from a caller is a source, labels or
+keys query, which runs as written on a read-only connection (on SQLite, ``PRAGMA query_only``),
+with the caller's own permissions, exactly as ``sp_execute_external_script``'s input query does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import DBAPIError
+
+from sqlheads.errors import InvalidNameError, NotFoundError, QueryShapeError, SqlheadsError
+from sqlheads.store import schema as s
+
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+# SQLite's default limit on bound parameters is 32766; SQL Server's is 2100.
+KEYS_PER_STATEMENT = 900
+
+
+def validate_name(kind: str, name: str) -> str:
+    """Set, head and encoder names: a letter or _, then letters, digits, _ . - (128 at most)."""
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise InvalidNameError(
+            f"{kind} name {name!r} is not allowed: use a letter or underscore followed by up to "
+            "127 letters, digits, underscores, dots or hyphens (e.g. review_quality)"
+        )
+    return name
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL (readers never block the batch writer),
+    foreign keys and a busy timeout, SQL Server gets the ``heads`` schema."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 60})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no branch
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if url not in ("sqlite://", "sqlite:///:memory:"):
+                cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.close()
+
+        return engine
+    if url.startswith("mssql"):
+        return create_engine(url, deprecate_large_types=True).execution_options(
+            schema_translate_map={None: s.SCHEMA}
+        )
+    return create_engine(url)
+
+
+@dataclass(frozen=True)
+class Encoder:
+    encoder_id: int
+    name: str
+    sha256: str
+    dim: int
+    max_length: int
+    quantization: str
+
+
+@dataclass(frozen=True)
+class EmbeddingSet:
+    set_id: int
+    name: str
+    encoder_id: int
+    long_text: str
+
+
+@dataclass(frozen=True)
+class Model:
+    model_id: int
+    head: str
+    version: int
+    set_id: int
+    encoder_id: int
+    accuracy: float
+    macro_f1: float
+    sha256: str
+
+
+class Store:
+    """The database as sqlheads sees it."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        return cls(make_engine(url))
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    # -- caller queries ------------------------------------------------------------------------
+
+    def run_query(
+        self, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int = 1000
+    ) -> Iterator[pd.DataFrame]:
+        """Run a caller's SELECT read-only and yield its rows in DataFrames of ``chunk_rows``."""
+        if not isinstance(sql, str) or not sql.strip():
+            raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
+        with self.engine.connect() as connection:
+            if self.is_sqlite:
+                connection.exec_driver_sql("PRAGMA query_only = ON")
+            try:
+                result = connection.exec_driver_sql(sql.strip().rstrip(";"))
+            except DBAPIError as error:
+                raise QueryShapeError(
+                    f"the {what} query failed: {error.orig}. Check it runs on its own first"
+                ) from None
+            finally:
+                if self.is_sqlite:
+                    connection.exec_driver_sql("PRAGMA query_only = OFF")
+            if not result.returns_rows:
+                raise QueryShapeError(f"the {what} query returned no result set: pass a SELECT")
+            columns = list(result.keys())
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                raise QueryShapeError(
+                    f"the {what} query must return columns {', '.join(needed)}; it is missing "
+                    f"{', '.join(missing)} (it returned: {', '.join(columns)}): alias them, "
+                    "e.g. SELECT id AS item_key, ..."
+                )
+            while rows := result.fetchmany(chunk_rows):
+                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)[list(needed)]
+
+    def count_query(self, sql: str) -> int | None:
+        """Rows a caller's query returns, for a progress bar; None if it cannot be counted."""
+        try:
+            with self.engine.connect() as connection:
+                return int(
+                    connection.exec_driver_sql(
+                        f"SELECT COUNT(*) FROM ({sql.strip().rstrip(';')}) AS counted"
+                    ).scalar_one()
+                )
+        except DBAPIError:
+            return None
+
+    # -- encoders ------------------------------------------------------------------------------
+
+    def find_encoder(self, name: str) -> Encoder | None:
+        with self.engine.connect() as c:
+            row = c.execute(_encoder_select().where(s.encoders.c.name == name)).first()
+        return Encoder(**row._mapping) if row else None
+
+    def encoder(self, encoder_id: int) -> Encoder:
+        with self.engine.connect() as c:
+            row = c.execute(_encoder_select().where(s.encoders.c.encoder_id == encoder_id)).one()
+        return Encoder(**row._mapping)
+
+    def encoder_bytes(self, encoder_id: int) -> tuple[bytes, str]:
+        with self.engine.connect() as c:
+            row = c.execute(
+                select(s.encoders.c.onnx, s.encoders.c.tokenizer_json).where(
+                    s.encoders.c.encoder_id == encoder_id
+                )
+            ).one()
+        return bytes(row.onnx), row.tokenizer_json
+
+    def add_encoder(self, values: dict[str, Any]) -> Encoder:
+        with self.engine.begin() as c:
+            c.execute(insert(s.encoders).values(**values))
+        found = self.find_encoder(values["name"])
+        assert found is not None
+        return found
+
+    def encoders(self) -> list[dict]:
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(_encoder_select())]
+
+    # -- sets ----------------------------------------------------------------------------------
+
+    def find_set(self, name: str) -> EmbeddingSet | None:
+        with self.engine.connect() as c:
+            row = c.execute(
+                select(
+                    s.embedding_sets.c.set_id,
+                    s.embedding_sets.c.name,
+                    s.embedding_sets.c.encoder_id,
+                    s.embedding_sets.c.long_text,
+                ).where(s.embedding_sets.c.name == name)
+            ).first()
+        return EmbeddingSet(**row._mapping) if row else None
+
+    def require_set(self, name: str) -> EmbeddingSet:
+        found = self.find_set(validate_name("set", name))
+        if found is None:
+            raise NotFoundError(
+                f"embedding set {name!r} does not exist: create it with "
+                f'`sqlheads embed --set {name} --source "SELECT ... AS item_key, ... AS text"`'
+            )
+        return found
+
+    def add_set(self, name: str, encoder_id: int, long_text: str) -> EmbeddingSet:
+        with self.engine.begin() as c:
+            c.execute(
+                insert(s.embedding_sets).values(
+                    name=name, encoder_id=encoder_id, long_text=long_text
+                )
+            )
+        return self.require_set(name)
+
+    def set_counts(self, set_id: int) -> dict[str, int]:
+        with self.engine.connect() as c:
+            embedded = c.execute(
+                select(func.count()).where(s.embeddings.c.set_id == set_id)
+            ).scalar_one()
+            rejected = c.execute(
+                select(func.count()).where(s.rejects.c.set_id == set_id)
+            ).scalar_one()
+        return {"embedded": int(embedded), "rejected": int(rejected)}
+
+    def drop_set(self, name: str) -> None:
+        found = self.require_set(name)
+        with self.engine.begin() as c:
+            heads = sorted(
+                {
+                    r.head
+                    for r in c.execute(
+                        select(s.models.c.head).where(s.models.c.set_id == found.set_id)
+                    )
+                }
+            )
+            if heads:
+                raise SqlheadsError(
+                    f"set {name!r} has models of head(s) {', '.join(heads)}: drop those heads "
+                    "first (`sqlheads drop-head --head NAME`)"
+                )
+            for table in (s.predictions, s.embeddings, s.rejects):
+                c.execute(delete(table).where(table.c.set_id == found.set_id))
+            c.execute(delete(s.embedding_sets).where(s.embedding_sets.c.set_id == found.set_id))
+
+    # -- embeddings ----------------------------------------------------------------------------
+
+    def stored_hashes(self, set_id: int, keys: list[str]) -> dict[str, str]:
+        result: dict[str, str] = {}
+        with self.engine.connect() as c:
+            for chunk in _chunks(keys):
+                rows = c.execute(
+                    select(s.embeddings.c.item_key, s.embeddings.c.text_sha256).where(
+                        s.embeddings.c.set_id == set_id, s.embeddings.c.item_key.in_(chunk)
+                    )
+                )
+                result.update({r.item_key: r.text_sha256 for r in rows})
+        return result
+
+    def write_embed_batch(self, set_id: int, output: pd.DataFrame) -> None:
+        """One transaction: a batch lands whole or not at all."""
+        keys = output["item_key"].tolist()
+        embedded = output[output["reject_reason"].isna()]
+        rejected = output[output["reject_reason"].notna()]
+        with self.engine.begin() as c:
+            for chunk in _chunks(keys):
+                # A rejected row's old vector is stale too: its text is gone.
+                for table in (s.embeddings, s.rejects):
+                    c.execute(
+                        delete(table).where(table.c.set_id == set_id, table.c.item_key.in_(chunk))
+                    )
+            if len(embedded):
+                c.execute(
+                    insert(s.embeddings),
+                    [
+                        {
+                            "set_id": set_id,
+                            "item_key": r.item_key,
+                            "text_sha256": r.text_sha256,
+                            "vector": r.vector,
+                            "windows": int(r.windows),
+                        }
+                        for r in embedded.itertuples(index=False)
+                    ],
+                )
+            if len(rejected):
+                c.execute(
+                    insert(s.rejects),
+                    [
+                        {"set_id": set_id, "item_key": r.item_key, "reason": r.reject_reason}
+                        for r in rejected.itertuples(index=False)
+                    ],
+                )
+
+    def vectors_for_keys(self, set_id: int, keys: list[str]) -> dict[str, bytes]:
+        result: dict[str, bytes] = {}
+        with self.engine.connect() as c:
+            for chunk in _chunks(keys):
+                rows = c.execute(
+                    select(s.embeddings.c.item_key, s.embeddings.c.vector).where(
+                        s.embeddings.c.set_id == set_id, s.embeddings.c.item_key.in_(chunk)
+                    )
+                )
+                result.update({r.item_key: bytes(r.vector) for r in rows})
+        return result
+
+    def iter_vectors(self, set_id: int, chunk_rows: int) -> Iterator[pd.DataFrame]:
+        """Every vector of a set, by key ranges (keyset pagination: memory stays flat)."""
+        last: str | None = None
+        while True:
+            query = (
+                select(s.embeddings.c.item_key, s.embeddings.c.vector)
+                .where(s.embeddings.c.set_id == set_id)
+                .order_by(s.embeddings.c.item_key)
+                .limit(chunk_rows)
+            )
+            if last is not None:
+                query = query.where(s.embeddings.c.item_key > last)
+            with self.engine.connect() as c:
+                rows = c.execute(query).all()
+            if not rows:
+                return
+            last = rows[-1].item_key
+            yield pd.DataFrame(
+                {"item_key": [r.item_key for r in rows], "vector": [bytes(r.vector) for r in rows]}
+            )
+
+    # -- models and deployments ----------------------------------------------------------------
+
+    def add_model(self, values: dict[str, Any]) -> Model:
+        with self.engine.begin() as c:
+            version = (
+                c.execute(
+                    select(func.coalesce(func.max(s.models.c.version), 0)).where(
+                        s.models.c.head == values["head"]
+                    )
+                ).scalar_one()
+                + 1
+            )
+            model_id = c.execute(
+                insert(s.models).values(**values, version=version)
+            ).inserted_primary_key[0]
+        return self.model_by_id(int(model_id))
+
+    def model_by_id(self, model_id: int) -> Model:
+        with self.engine.connect() as c:
+            row = c.execute(_model_select().where(s.models.c.model_id == model_id)).one()
+        return Model(**row._mapping)
+
+    def model_blob(self, model_id: int) -> bytes:
+        with self.engine.connect() as c:
+            return bytes(
+                c.execute(
+                    select(s.models.c.blob).where(s.models.c.model_id == model_id)
+                ).scalar_one()
+            )
+
+    def model_record(self, model_id: int) -> dict[str, Any]:
+        """Every column of a model but its blobs."""
+        columns = [c for c in s.models.c if c.name not in ("blob", "onnx")]
+        with self.engine.connect() as c:
+            return dict(
+                c.execute(select(*columns).where(s.models.c.model_id == model_id)).one()._mapping
+            )
+
+    def find_model(self, head: str, version: int | None = None) -> Model:
+        """A named version, or the deployed one when ``version`` is None."""
+        validate_name("head", head)
+        with self.engine.connect() as c:
+            if version is None:
+                deployed = self._deployed_model_id(c, head)
+                if deployed is None:
+                    known = c.execute(
+                        select(func.count()).where(s.models.c.head == head)
+                    ).scalar_one()
+                    if not known:
+                        raise NotFoundError(
+                            f"head {head!r} has no trained versions: train it first with "
+                            f"`sqlheads train --head {head} --set SET --labels QUERY`"
+                        )
+                    raise NotFoundError(
+                        f"head {head!r} has no deployed version: deploy one with "
+                        f"`sqlheads deploy --head {head} --version N`, or pass --version"
+                    )
+                row = c.execute(_model_select().where(s.models.c.model_id == deployed)).one()
+            else:
+                row = c.execute(
+                    _model_select().where(s.models.c.head == head, s.models.c.version == version)
+                ).first()
+                if row is None:
+                    raise NotFoundError(
+                        f"head {head!r} has no version {version}: list versions with "
+                        f"`sqlheads models --head {head}`"
+                    )
+        return Model(**row._mapping)
+
+    def deployed_model(self, head: str) -> Model | None:
+        with self.engine.connect() as c:
+            model_id = self._deployed_model_id(c, head)
+        return self.model_by_id(model_id) if model_id is not None else None
+
+    @staticmethod
+    def _deployed_model_id(c: Connection, head: str) -> int | None:
+        return c.execute(
+            select(s.deployments.c.model_id)
+            .where(s.deployments.c.head == head)
+            .order_by(s.deployments.c.deployment_id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+
+    def deploy(self, head: str, model_id: int, reason: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(insert(s.deployments).values(head=head, model_id=model_id, reason=reason))
+
+    def deployment_history(self, head: str) -> list[int]:
+        """Model ids deployed for a head, newest first."""
+        with self.engine.connect() as c:
+            return [
+                r.model_id
+                for r in c.execute(
+                    select(s.deployments.c.model_id)
+                    .where(s.deployments.c.head == head)
+                    .order_by(s.deployments.c.deployment_id.desc())
+                )
+            ]
+
+    def drop_head(self, head: str) -> int:
+        validate_name("head", head)
+        with self.engine.begin() as c:
+            ids = [
+                r.model_id
+                for r in c.execute(select(s.models.c.model_id).where(s.models.c.head == head))
+            ]
+            if not ids:
+                raise NotFoundError(f"head {head!r} does not exist: nothing to drop")
+            c.execute(delete(s.predictions).where(s.predictions.c.model_id.in_(ids)))
+            c.execute(delete(s.deployments).where(s.deployments.c.head == head))
+            c.execute(delete(s.models).where(s.models.c.head == head))
+        return len(ids)
+
+    def write_predictions(self, model_id: int, set_id: int, output: pd.DataFrame) -> None:
+        keys = output["item_key"].tolist()
+        with self.engine.begin() as c:
+            for chunk in _chunks(keys):
+                c.execute(
+                    delete(s.predictions).where(
+                        s.predictions.c.model_id == model_id,
+                        s.predictions.c.set_id == set_id,
+                        s.predictions.c.item_key.in_(chunk),
+                    )
+                )
+            if keys:
+                c.execute(
+                    insert(s.predictions),
+                    [
+                        {
+                            "model_id": model_id,
+                            "set_id": set_id,
+                            "item_key": r.item_key,
+                            "label": r.label,
+                            "score": float(r.score),
+                            "probabilities_json": r.probabilities_json,
+                        }
+                        for r in output.itertuples(index=False)
+                    ],
+                )
+
+    def update_model(self, model_id: int, **values: Any) -> None:
+        with self.engine.begin() as c:
+            c.execute(update(s.models).where(s.models.c.model_id == model_id).values(**values))
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def read_view(self, name: str, **filters: Any) -> pd.DataFrame:
+        view = s.VIEWS[name]().subquery(name)
+        query = select(view)
+        for column, value in filters.items():
+            if value is not None:
+                query = query.where(view.c[column] == value)
+        with self.engine.connect() as c:
+            rows = c.execute(query).all()
+            return pd.DataFrame([tuple(r) for r in rows], columns=list(view.c.keys()))
+
+
+def _encoder_select():
+    e = s.encoders.c
+    return select(e.encoder_id, e.name, e.sha256, e.dim, e.max_length, e.quantization)
+
+
+def _model_select():
+    m = s.models.c
+    return select(
+        m.model_id, m.head, m.version, m.set_id, m.encoder_id, m.accuracy, m.macro_f1, m.sha256
+    )
+
+
+def _chunks(keys: list[str]) -> Iterable[list[str]]:
+    for start in range(0, len(keys), KEYS_PER_STATEMENT):
+        yield keys[start : start + KEYS_PER_STATEMENT]
+
+
+def row_dict(row: Row) -> dict[str, Any]:
+    return dict(row._mapping)

@@ -1,0 +1,229 @@
+"""The one schema definition: every table and view of sqlheads.
+
+Alembic migrations are generated from this metadata and reviewed; SQL Server gets the same
+tables in the ``heads`` schema (the migration passes ``schema=SCHEMA`` there), SQLite gets them
+unqualified. Types are chosen so that SQL Server's dialect emits VARBINARY(MAX) and NVARCHAR(MAX)
+(with ``deprecate_large_types=True``), never IMAGE or NTEXT.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Unicode,
+    UnicodeText,
+    UniqueConstraint,
+    case,
+    func,
+    select,
+)
+
+# SQL Server schema that holds every sqlheads object; SQLite has no schemas.
+SCHEMA = "heads"
+
+# Named constraints so that migrations can drop and alter them on SQL Server by name.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# 450 characters keeps a key inside SQL Server's 900-byte index key limit as NVARCHAR.
+KEY_LENGTH = 450
+NAME_LENGTH = 128  # sysname
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _created_at() -> Column:
+    return Column("created_at", DateTime(timezone=False), nullable=False, server_default=func.now())
+
+
+encoders = Table(
+    "encoders",
+    metadata,
+    Column("encoder_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Unicode(NAME_LENGTH), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("onnx", LargeBinary, nullable=False),
+    Column("tokenizer_json", UnicodeText, nullable=False),
+    Column("dim", Integer, nullable=False),
+    Column("max_length", Integer, nullable=False),
+    Column("quantization", String(16), nullable=False),
+    Column("source", Unicode(400), nullable=False),
+    Column("parity_cosine", Float, nullable=False),
+    _created_at(),
+    UniqueConstraint("name"),
+    UniqueConstraint("sha256"),
+    CheckConstraint("dim > 0", name="dim_positive"),
+)
+
+embedding_sets = Table(
+    "embedding_sets",
+    metadata,
+    Column("set_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Unicode(NAME_LENGTH), nullable=False),
+    Column("encoder_id", Integer, ForeignKey("encoders.encoder_id"), nullable=False),
+    Column("long_text", String(16), nullable=False),
+    _created_at(),
+    UniqueConstraint("name"),
+    CheckConstraint("long_text IN ('window', 'truncate')", name="long_text_mode"),
+)
+
+embeddings = Table(
+    "embeddings",
+    metadata,
+    Column(
+        "set_id", Integer, ForeignKey("embedding_sets.set_id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("text_sha256", String(64), nullable=False),
+    # Little-endian float32, dim * 4 bytes: see store.vectors.
+    Column("vector", LargeBinary, nullable=False),
+    Column("windows", Integer, nullable=False),
+    Column("embedded_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("set_id", "item_key"),
+)
+
+rejects = Table(
+    "rejects",
+    metadata,
+    Column(
+        "set_id", Integer, ForeignKey("embedding_sets.set_id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("reason", Unicode(400), nullable=False),
+    Column("rejected_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("set_id", "item_key"),
+)
+
+models = Table(
+    "models",
+    metadata,
+    Column("model_id", Integer, primary_key=True, autoincrement=True),
+    Column("head", Unicode(NAME_LENGTH), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("set_id", Integer, ForeignKey("embedding_sets.set_id"), nullable=False),
+    Column("encoder_id", Integer, ForeignKey("encoders.encoder_id"), nullable=False),
+    Column("classes_json", UnicodeText, nullable=False),
+    Column("params_json", UnicodeText, nullable=False),
+    Column("metrics_json", UnicodeText, nullable=False),
+    Column("loss_curve_json", UnicodeText, nullable=False),
+    Column("accuracy", Float, nullable=False),
+    Column("macro_f1", Float, nullable=False),
+    Column("rows_train", Integer, nullable=False),
+    Column("rows_test", Integer, nullable=False),
+    Column("seconds", Float, nullable=False),
+    Column("blob", LargeBinary, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("onnx", LargeBinary, nullable=True),
+    _created_at(),
+    UniqueConstraint("head", "version"),
+)
+
+# Every deployment is a row; the newest row of a head is what is deployed, so a rollback is just
+# another row and the history stays readable.
+deployments = Table(
+    "deployments",
+    metadata,
+    Column("deployment_id", Integer, primary_key=True, autoincrement=True),
+    Column("head", Unicode(NAME_LENGTH), nullable=False),
+    Column("model_id", Integer, ForeignKey("models.model_id"), nullable=False),
+    Column("reason", Unicode(200), nullable=False),
+    Column("deployed_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
+)
+
+predictions = Table(
+    "predictions",
+    metadata,
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("set_id", Integer, ForeignKey("embedding_sets.set_id"), nullable=False),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("label", Unicode(400), nullable=False),
+    Column("score", Float, nullable=False),
+    Column("probabilities_json", UnicodeText, nullable=False),
+    Column("predicted_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("model_id", "set_id", "item_key"),
+)
+
+
+def _current_deployments():
+    """The newest deployment row of each head."""
+    newest = (
+        select(deployments.c.head, func.max(deployments.c.deployment_id).label("deployment_id"))
+        .group_by(deployments.c.head)
+        .subquery("newest")
+    )
+    return (
+        select(deployments.c.head, deployments.c.model_id, deployments.c.deployed_at)
+        .join(newest, newest.c.deployment_id == deployments.c.deployment_id)
+        .subquery("current_deployments")
+    )
+
+
+def latest_predictions_select():
+    """Predictions of the deployed model of each head: what a BI tool reads."""
+    current = _current_deployments()
+    return (
+        select(
+            models.c.head,
+            models.c.version,
+            predictions.c.model_id,
+            embedding_sets.c.name.label("set_name"),
+            predictions.c.item_key,
+            predictions.c.label,
+            predictions.c.score,
+            predictions.c.probabilities_json,
+            predictions.c.predicted_at,
+        )
+        .select_from(predictions)
+        .join(current, current.c.model_id == predictions.c.model_id)
+        .join(models, models.c.model_id == predictions.c.model_id)
+        .join(embedding_sets, embedding_sets.c.set_id == predictions.c.set_id)
+    )
+
+
+def model_summary_select():
+    """Every version of every head with its metrics and whether it is deployed."""
+    current = _current_deployments()
+    return (
+        select(
+            models.c.head,
+            models.c.version,
+            models.c.model_id,
+            models.c.kind,
+            embedding_sets.c.name.label("set_name"),
+            encoders.c.name.label("encoder_name"),
+            models.c.accuracy,
+            models.c.macro_f1,
+            models.c.rows_train,
+            models.c.rows_test,
+            models.c.seconds,
+            models.c.created_at,
+            # CASE, not a bare predicate: SQL Server has no boolean-valued expressions.
+            case((current.c.model_id.is_not(None), 1), else_=0).label("is_deployed"),
+        )
+        .select_from(models)
+        .join(embedding_sets, embedding_sets.c.set_id == models.c.set_id)
+        .join(encoders, encoders.c.encoder_id == models.c.encoder_id)
+        .outerjoin(current, current.c.model_id == models.c.model_id)
+    )
+
+
+VIEWS = {
+    "latest_predictions": latest_predictions_select,
+    "model_summary": model_summary_select,
+}
