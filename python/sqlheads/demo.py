@@ -49,7 +49,7 @@ def run_demo(url: str, *, progress: host.Progress | None = None) -> dict[str, An
     seconds["train"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    predicted = host.predict(store, head=HEAD, set_name=SET)
+    host.predict(store, head=HEAD, set_name=SET)
     seconds["predict"] = time.perf_counter() - started
 
     latest = store.read_view("latest_predictions", head=HEAD)

@@ -109,7 +109,7 @@ def embed(
     rows_out: list[tuple] = []
     to_embed: list[tuple[str, str, str]] = []
     seen: set[str] = set()
-    for key, text, old_sha in zip(keys, texts, stored):
+    for key, text, old_sha in zip(keys, texts, stored, strict=True):
         if key in seen:
             rows_out.append((key, None, None, None, "duplicate item_key in the source query"))
             continue
@@ -140,7 +140,7 @@ def embed(
             on_batch=on_progress,
         )
         for (key, _, sha), vector, windows in zip(
-            to_embed, pack_rows(encoded.vectors), encoded.windows
+            to_embed, pack_rows(encoded.vectors), encoded.windows, strict=True
         ):
             rows_out.append((key, sha, vector, int(windows), None))
     return pd.DataFrame(rows_out, columns=list(EMBED_OUTPUT))
@@ -289,7 +289,9 @@ def predict(input_data: pd.DataFrame, *, model_sha256: str, model_blob: bytes) -
             "label": classes[best],
             "score": probabilities[np.arange(len(best)), best].astype(float),
             "probabilities_json": [
-                "{" + ", ".join(f"{n}: {p:.6f}" for n, p in zip(encoded_names, row)) + "}"
+                "{"
+                + ", ".join(f"{n}: {p:.6f}" for n, p in zip(encoded_names, row, strict=True))
+                + "}"
                 for row in probabilities
             ],
         },
