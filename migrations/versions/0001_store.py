@@ -172,11 +172,28 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("model_id", "set_id", "item_key", name=op.f("pk_predictions")),
         schema=SCHEMA,
     )
+    op.create_table(
+        "model_figures",
+        sa.Column("model_id", sa.Integer(), nullable=False),
+        sa.Column("figure", sa.Unicode(length=64), nullable=False),
+        sa.Column("series", sa.Unicode(length=128), nullable=False),
+        sa.Column("x", sa.Unicode(length=128), nullable=False),
+        sa.Column("value", sa.Float(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["model_id"],
+            [_ref("models.model_id")],
+            name=op.f("fk_model_figures_model_id_models"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("model_id", "figure", "series", "x", name=op.f("pk_model_figures")),
+        schema=SCHEMA,
+    )
     _create_views()
 
 
 def downgrade() -> None:
     _drop_views()
+    op.drop_table("model_figures", schema=SCHEMA)
     op.drop_table("predictions", schema=SCHEMA)
     op.drop_table("deployments", schema=SCHEMA)
     op.drop_table("rejects", schema=SCHEMA)

@@ -159,6 +159,21 @@ predictions = Table(
     PrimaryKeyConstraint("model_id", "set_id", "item_key"),
 )
 
+# The numbers behind the report's plots, one row a point, so that a BI tool can draw them too:
+# figure 'confusion_matrix' (series = true class, x = predicted class, value = count),
+# 'per_class' (series = precision|recall|f1, x = class), 'loss_curve' (x = epoch),
+# 'score_histogram' (series = predicted label, x = bin's lower edge, value = count).
+model_figures = Table(
+    "model_figures",
+    metadata,
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("figure", Unicode(64), nullable=False),
+    Column("series", Unicode(NAME_LENGTH), nullable=False),
+    Column("x", Unicode(NAME_LENGTH), nullable=False),
+    Column("value", Float, nullable=False),
+    PrimaryKeyConstraint("model_id", "figure", "series", "x"),
+)
+
 
 def _current_deployments():
     """The newest deployment row of each head."""
