@@ -277,7 +277,7 @@ def predict(
             "head's encoder into another set"
         )
     blob = store.model_blob(model.model_id)
-    total = store.set_counts(embedding_set.set_id)["embedded"] if keys is None else None
+    total = store.set_counts(embedding_set.set_id)["set_rows"] if keys is None else None
     if keys is None:
         chunks = store.iter_vectors(embedding_set.set_id, batch_rows)
     else:

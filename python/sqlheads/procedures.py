@@ -297,3 +297,37 @@ def predict(input_data: pd.DataFrame, *, model_sha256: str, model_blob: bytes) -
         },
         columns=list(PREDICT_OUTPUT),
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# SQL Server's door: the one function every ``@script`` in sql/ calls.
+
+SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]] = {
+    "embed": (embed, EMBED_OUTPUT),
+    "train": (train, TRAIN_OUTPUT),
+    "predict": (predict, PREDICT_OUTPUT),
+}
+
+
+def sql_server_call(
+    verb: str, input_data: pd.DataFrame, cache_dir: str | None = None, **params: object
+) -> tuple[pd.DataFrame, int, str]:
+    """Run ``verb`` for ``sp_execute_external_script``: ``(OutputDataSet, number, message)``.
+
+    A :class:`~sqlheads.errors.SqlheadsError` does not escape into SQL Server (which would
+    report every failure as error 39004 and lose its number): it comes back as output
+    parameters, with an empty ``OutputDataSet`` of the verb's columns, so that the procedure
+    can ``THROW`` the same number and message (and, on 50009, retry with the encoder's bytes).
+    ``cache_dir`` points the encoder cache at a folder the server's sandbox may write.
+    """
+    import os
+
+    from sqlheads.errors import SqlheadsError
+
+    function, columns = SQL_SERVER_VERBS[verb]
+    if cache_dir:
+        os.environ["SQLHEADS_CACHE"] = cache_dir
+    try:
+        return function(input_data, **params), 0, ""
+    except SqlheadsError as error:
+        return pd.DataFrame(columns=list(columns)), error.number, error.message[:2000]

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -21,6 +22,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModel  # noqa: E402
+from transformers.utils import logging as transformers_logging  # noqa: E402
 
 from sqlheads.engine.encoder import (  # noqa: E402
     DEFAULT_MAX_LENGTH,
@@ -130,13 +132,17 @@ def _export_cache_key(model_dir: Path, max_length: int, quantization: str) -> st
 
 def _export(model_dir: Path, name: str, max_length: int, quantization: str) -> EncoderArtifact:
     config = AutoConfig.from_pretrained(str(model_dir))
+    transformers_logging.disable_progress_bar()
     model = AutoModel.from_pretrained(str(model_dir)).eval()
     pooled = MeanPooledEncoder(model).eval()
     tokenizer_json = (model_dir / "tokenizer.json").read_text(encoding="utf-8")
     tokenizer = Tokenizer(tokenizer_json, max_length)
 
     ids, mask = tokenizer.pad(tokenizer.encode(PARITY_TEXTS, truncate=True))
-    with torch.no_grad():
+    # Tracer warnings about constants are expected; the parity check below is what decides
+    # whether the graph is right.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         reference = pooled(torch.from_numpy(ids), torch.from_numpy(mask)).numpy()
         sample = tokenizer.pad(tokenizer.encode(PARITY_TEXTS[:2], truncate=True))
         buffer = io.BytesIO()

@@ -218,7 +218,7 @@ class Store:
             rejected = c.execute(
                 select(func.count()).where(s.rejects.c.set_id == set_id)
             ).scalar_one()
-        return {"embedded": int(embedded), "rejected": int(rejected)}
+        return {"set_rows": int(embedded), "set_rejects": int(rejected)}
 
     def drop_set(self, name: str) -> None:
         found = self.require_set(name)

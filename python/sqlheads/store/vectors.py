@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sqlheads.errors import DimensionMismatchError
+
 VECTOR_DTYPE = np.dtype("<f4")
 
 
@@ -29,7 +31,7 @@ def unpack_rows(blobs: Sequence[bytes], dim: int) -> np.ndarray:
     expected = dim * VECTOR_DTYPE.itemsize
     for position, blob in enumerate(blobs):
         if len(blob) != expected:
-            raise ValueError(
+            raise DimensionMismatchError(
                 f"vector {position} has {len(blob)} bytes, expected {expected} "
                 f"({dim} float32 values): the set holds vectors of another encoder; "
                 "re-embed the set with its own encoder"

@@ -1,0 +1,41 @@
+"""Shared fixtures: real weights, real Rotten Tomatoes rows, real SQLite files."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pandas as pd
+import pytest
+
+# Weights come from site-packages; the hub is unreachable. A fresh cache per test session
+# exercises the first-use export path, as a new user would.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("SQLHEADS_CACHE", tempfile.mkdtemp(prefix="sqlheads-cache-"))
+
+from sqlheads import datasets, host  # noqa: E402
+from sqlheads.store.repository import Store  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def rt_sample() -> pd.DataFrame:
+    """600 real Rotten Tomatoes reviews, 300 of each class, in a fixed order."""
+    reviews = datasets.rotten_tomatoes()
+    halves = [group.sample(300, random_state=0) for _, group in reviews.groupby("label")]
+    return pd.concat(halves).sort_values("item_key").reset_index(drop=True)
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    """A migrated, empty SQLite store in a file of its own."""
+    store = Store.from_url(f"sqlite:///{tmp_path / 'heads.db'}")
+    host.init(store)
+    return store
+
+
+@pytest.fixture
+def embedded(store: Store, rt_sample: pd.DataFrame) -> Store:
+    """The sample embedded into set 'reviews' with the default encoder."""
+    rt_sample.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    return store

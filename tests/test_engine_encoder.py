@@ -1,0 +1,109 @@
+"""The ONNX encoder: export parity with PyTorch, pooling, windows for long texts, the cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from sqlheads.engine import encoder as encoder_module
+from sqlheads.engine import export
+from sqlheads.engine.encoder import OnnxEncoder, load_encoder
+from sqlheads.errors import EncoderNotCachedError, ExportParityError, InvalidParameterError
+
+MIXED = [
+    "Fine.",
+    "An ambitious mess of a movie that is never boring.",
+    "Two hours of my life I will not get back, and the popcorn was stale too.",
+    "A quiet, devastating film about grief, memory and the small kindnesses of strangers "
+    "that make a life bearable; the lead performance is extraordinary.",
+]
+
+
+@pytest.fixture(scope="module")
+def fp32_artifact():
+    return export.export_encoder(quantization="none")
+
+
+@pytest.fixture(scope="module")
+def peer() -> SentenceTransformer:
+    return SentenceTransformer(str(export.default_model_dir()), device="cpu")
+
+
+def _session(artifact, tmp_path, **kwargs) -> OnnxEncoder:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(artifact.onnx)
+    return OnnxEncoder(
+        path, artifact.tokenizer_json, dim=artifact.dim, max_length=artifact.max_length, **kwargs
+    )
+
+
+def test_fp32_export_matches_sentence_transformers_on_padded_batches(fp32_artifact, peer, tmp_path):
+    assert fp32_artifact.parity_cosine >= export.PARITY_THRESHOLD
+    ours = _session(fp32_artifact, tmp_path).encode(MIXED, batch_size=4).vectors
+    theirs = peer.encode(MIXED, normalize_embeddings=True)
+    cosine = np.sum(ours * theirs, axis=1)
+    assert cosine.min() >= 0.9999, cosine
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_int8_default_stays_close_to_fp32(fp32_artifact, tmp_path):
+    int8 = export.export_encoder(quantization="int8")
+    assert len(int8.onnx) < len(fp32_artifact.onnx) / 3
+    a = _session(fp32_artifact, tmp_path).encode(MIXED).vectors
+    (tmp_path / "q").mkdir()
+    b = _session(int8, tmp_path / "q").encode(MIXED).vectors
+    assert np.sum(a * b, axis=1).min() > 0.95
+
+
+def test_batch_composition_does_not_change_fp32_vectors(fp32_artifact, tmp_path):
+    encoder = _session(fp32_artifact, tmp_path)
+    together = encoder.encode(MIXED, batch_size=4).vectors
+    alone = np.vstack([encoder.encode([t]).vectors for t in MIXED])
+    assert np.abs(together - alone).max() < 1e-4
+
+
+def test_export_is_refused_when_parity_fails(monkeypatch):
+    # An impossible threshold proves the gate is live: the real export is compared and refused.
+    monkeypatch.setattr(export, "PARITY_THRESHOLD", 1.000001)
+    with pytest.raises(ExportParityError, match="differs from PyTorch"):
+        export.export_encoder(quantization="none", use_cache=False)
+
+
+def test_long_text_is_windowed_not_cut(fp32_artifact, tmp_path):
+    encoder = _session(fp32_artifact, tmp_path)
+    opening = "The first act is a delight, sharp and funny. "
+    ending = "But the ending is a catastrophe that ruins everything before it. "
+    long_text = opening * 5 + "Filler about the scenery and the music. " * 60 + ending * 5
+    windowed = encoder.encode([long_text], long_text="window")
+    truncated = encoder.encode([long_text], long_text="truncate")
+    assert windowed.windows[0] > 1
+    assert truncated.windows[0] == 1
+    # The ending lies past the first window: only the windowed vector can see it.
+    end_vector = encoder.encode([ending * 5]).vectors[0]
+    assert windowed.vectors[0] @ end_vector > truncated.vectors[0] @ end_vector
+
+
+def test_rejects_unknown_long_text_mode(fp32_artifact, tmp_path):
+    with pytest.raises(InvalidParameterError, match="window"):
+        _session(fp32_artifact, tmp_path).encode(["x"], long_text="cut")
+
+
+def test_cache_needs_bytes_once_then_loads_by_sha(fp32_artifact, tmp_path, monkeypatch):
+    monkeypatch.setenv("SQLHEADS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(encoder_module, "_loaded", {})
+    sha = fp32_artifact.sha256
+    with pytest.raises(EncoderNotCachedError, match="pass its bytes"):
+        load_encoder(sha)
+    with pytest.raises(EncoderNotCachedError, match="corrupt"):
+        load_encoder(sha, onnx=b"not a model", tokenizer_json="{}", dim=384, max_length=256)
+    first = load_encoder(
+        sha,
+        onnx=fp32_artifact.onnx,
+        tokenizer_json=fp32_artifact.tokenizer_json,
+        dim=fp32_artifact.dim,
+        max_length=fp32_artifact.max_length,
+    )
+    monkeypatch.setattr(encoder_module, "_loaded", {})  # a new process: only the disk remains
+    second = load_encoder(sha)
+    assert np.allclose(first.encode(MIXED).vectors, second.encode(MIXED).vectors)
