@@ -28,7 +28,7 @@ def stratified_split(
     classes, counts = np.unique(labels, return_counts=True)
     # A class needs a row on each side, and the test side must hold every class.
     needed = max(2, int(np.ceil(1 / test_fraction)), int(np.ceil(1 / (1 - test_fraction))))
-    small = [f"{c!r} ({n})" for c, n in zip(classes, counts, strict=True) if n < needed]
+    small = [f"'{c}' ({n})" for c, n in zip(classes.tolist(), counts, strict=True) if n < needed]
     if small:
         raise TooFewRowsError(
             f"class(es) {', '.join(small)} have fewer than {needed} labelled rows, too few for a "

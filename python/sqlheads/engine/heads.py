@@ -192,6 +192,7 @@ class HeadClassifier:
             ],
             [numpy_helper.from_array(w[name], name) for name in ("w1", "b1", "w2", "b2")],
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        # IR version 8 (opset 17) loads in every onnxruntime still in use.
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         model.metadata_props.add(key="classes", value="\n".join(self.classes_))
         return model.SerializeToString()

@@ -113,14 +113,23 @@ class Store:
             if self.is_sqlite:
                 connection.exec_driver_sql("PRAGMA query_only = ON")
             try:
-                result = connection.exec_driver_sql(sql.strip().rstrip(";"))
-            except DBAPIError as error:
-                raise QueryShapeError(
-                    f"the {what} query failed: {error.orig}. Check it runs on its own first"
-                ) from None
+                yield from self._read_chunks(connection, sql, needed, what, chunk_rows)
             finally:
+                # The pooled connection must be writable again for the next user.
                 if self.is_sqlite:
                     connection.exec_driver_sql("PRAGMA query_only = OFF")
+
+    @staticmethod
+    def _read_chunks(
+        connection: Connection, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int
+    ) -> Iterator[pd.DataFrame]:
+        try:
+            result = connection.exec_driver_sql(sql.strip().rstrip(";"))
+        except DBAPIError as error:
+            raise QueryShapeError(
+                f"the {what} query failed: {error.orig}. Check it runs on its own first"
+            ) from None
+        try:
             if not result.returns_rows:
                 raise QueryShapeError(f"the {what} query returned no result set: pass a SELECT")
             columns = list(result.keys())
@@ -133,6 +142,8 @@ class Store:
                 )
             while rows := result.fetchmany(chunk_rows):
                 yield pd.DataFrame([tuple(r) for r in rows], columns=columns)[list(needed)]
+        finally:
+            result.close()
 
     def count_query(self, sql: str) -> int | None:
         """Rows a caller's query returns, for a progress bar; None if it cannot be counted."""

@@ -1,0 +1,242 @@
+"""Heads: training refusals, versions, deployment, prediction and the views."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pandas as pd
+import pytest
+from sqlalchemy import func, select, text, update
+
+from sqlheads import host, procedures
+from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
+from sqlheads.errors import (
+    DimensionMismatchError,
+    EncoderMismatchError,
+    InvalidNameError,
+    InvalidParameterError,
+    MissingEmbeddingsError,
+    NotFoundError,
+    QueryShapeError,
+    SingleClassError,
+    TooFewRowsError,
+)
+from sqlheads.store import schema
+from sqlheads.store.repository import Store
+
+LABELS = "SELECT item_key, label FROM reviews"
+
+
+def _train(store: Store, labels: str = LABELS, **kwargs):
+    return host.train(store, head="sentiment", set_name="reviews", labels=labels, **kwargs)
+
+
+def _models(store: Store) -> int:
+    with store.engine.connect() as c:
+        return int(c.execute(select(func.count()).select_from(schema.models)).scalar_one())
+
+
+def test_train_records_metrics_on_a_stratified_held_out_split(embedded: Store, rt_sample):
+    result = _train(embedded)
+    assert result["version"] == 1 and result["deployed"]
+    assert result["rows_test"] == 120 and result["rows_train"] == 480
+    # 600 real reviews are enough for a frozen-MiniLM head to be well above chance.
+    assert result["accuracy"] > 0.65
+    record = embedded.model_record(result["model_id"])
+    metrics = json.loads(record["metrics_json"])
+    matrix = np.array(metrics["confusion_matrix"])
+    assert matrix.sum() == result["rows_test"]
+    assert [metrics["per_class"][c]["support"] for c in metrics["classes"]] == [60, 60]
+    assert len(json.loads(record["loss_curve_json"])) == HeadParams.epochs
+    assert record["onnx"] is not None if "onnx" in record else True
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "match"),
+    [
+        ("SELECT item_key, 'positive' AS label FROM reviews", SingleClassError, "one class"),
+        (
+            "SELECT item_key, CASE WHEN rowid <= 3 THEN 'rare' ELSE label END AS label "
+            "FROM reviews",
+            TooFewRowsError,
+            "'rare' \\(3\\)",
+        ),
+        (
+            "SELECT item_key, label FROM reviews UNION ALL "
+            "SELECT 'ghost-' || item_key, label FROM reviews WHERE rowid <= 7",
+            MissingEmbeddingsError,
+            "7 of 607",
+        ),
+        (
+            "SELECT item_key, CASE WHEN rowid = 1 THEN NULL ELSE label END AS label FROM reviews",
+            InvalidParameterError,
+            "1 label\\(s\\) are NULL",
+        ),
+        ("SELECT item_key, label FROM reviews WHERE 0", MissingEmbeddingsError, "no rows"),
+        ("SELECT item_key AS id, label FROM reviews", QueryShapeError, "missing item_key"),
+        (
+            "SELECT item_key, label FROM reviews UNION ALL "
+            "SELECT item_key, label FROM reviews WHERE rowid = 1",
+            InvalidParameterError,
+            "more than once",
+        ),
+    ],
+)
+def test_bad_labels_are_refused_and_no_version_is_written(embedded, labels, error, match):
+    with pytest.raises(error, match=match):
+        _train(embedded, labels=labels)
+    assert _models(embedded) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epochs": 0}, "epochs=0"),
+        ({"lr": -1.0}, "lr=-1.0"),
+        ({"test_fraction": 1.5}, "test_fraction=1.5"),
+        ({"deploy": "sometimes"}, "if-better"),
+    ],
+)
+def test_bad_parameters_are_refused(embedded, kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        _train(embedded, **kwargs)
+
+
+def test_missing_set_head_and_bad_names(embedded):
+    with pytest.raises(NotFoundError, match="does not exist"):
+        host.train(embedded, head="h", set_name="nope", labels=LABELS)
+    with pytest.raises(InvalidNameError):
+        host.train(embedded, head="x'; DROP TABLE models; --", set_name="reviews", labels=LABELS)
+    with pytest.raises(NotFoundError, match="no trained versions"):
+        host.predict(embedded, head="never_trained", set_name="reviews")
+
+
+def test_encoder_mismatches_are_refused(embedded):
+    host.register_encoder(embedded, name="minilm-fp32", quantization="none")
+    with pytest.raises(EncoderMismatchError, match="holds vectors of encoder"):
+        _train(embedded, encoder="minilm-fp32")
+    _train(embedded)
+    host.embed(
+        embedded,
+        set_name="reviews_fp32",
+        source="SELECT item_key, text FROM reviews WHERE rowid <= 20",
+        encoder="minilm-fp32",
+    )
+    with pytest.raises(EncoderMismatchError, match="embed the texts with the head's encoder"):
+        host.predict(embedded, head="sentiment", set_name="reviews_fp32")
+
+
+def test_vectors_of_the_wrong_size_are_refused(embedded):
+    with embedded.engine.begin() as c:
+        c.execute(
+            update(schema.embeddings)
+            .where(
+                schema.embeddings.c.item_key.in_(
+                    select(schema.embeddings.c.item_key).limit(1).scalar_subquery()
+                )
+            )
+            .values(vector=b"\x00" * 12)
+        )
+    with pytest.raises(DimensionMismatchError, match="expected 1536"):
+        _train(embedded)
+
+
+def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sample):
+    first = _train(embedded)
+    second = _train(embedded, deploy="never", hidden=8, epochs=3)
+    assert (second["version"], second["deployed"]) == (2, False)
+    predicted = host.predict(embedded, head="sentiment", set_name="reviews")
+    assert predicted["version"] == 1 and predicted["rows"] == len(rt_sample)
+
+    # Predicting again replaces rows instead of adding them.
+    host.predict(embedded, head="sentiment", set_name="reviews")
+    with embedded.engine.connect() as c:
+        assert c.execute(select(func.count()).select_from(schema.predictions)).scalar_one() == 600
+
+    latest = embedded.read_view("latest_predictions", head="sentiment")
+    assert len(latest) == 600 and set(latest["version"]) == {1}
+    probabilities = json.loads(latest["probabilities_json"].iloc[0])
+    assert set(probabilities) == {"negative", "positive"}
+    assert abs(sum(probabilities.values()) - 1) < 1e-4
+    assert np.isclose(max(probabilities.values()), latest["score"].iloc[0], atol=1e-5)
+
+    host.deploy(embedded, head="sentiment", version=2)
+    host.predict(
+        embedded,
+        head="sentiment",
+        set_name="reviews",
+        keys=("SELECT item_key FROM reviews WHERE rowid <= 10"),
+    )
+    latest = embedded.read_view("latest_predictions", head="sentiment")
+    assert len(latest) == 10 and set(latest["version"]) == {2}
+
+    summary = embedded.read_view("model_summary", head="sentiment").set_index("version")
+    assert summary.loc[2, "is_deployed"] == 1 and summary.loc[1, "is_deployed"] == 0
+    assert summary.loc[1, "accuracy"] == pytest.approx(first["accuracy"], abs=1e-4)
+
+    rolled = host.rollback(embedded, head="sentiment")
+    assert rolled["version"] == 1
+    assert len(embedded.read_view("latest_predictions", head="sentiment")) == 600
+
+    with pytest.raises(NotFoundError, match="no version 9"):
+        host.deploy(embedded, head="sentiment", version=9)
+
+
+def test_if_better_deploys_only_an_improvement(embedded: Store):
+    assert _train(embedded)["deployed"]
+    worse = _train(embedded, hidden=2, epochs=1, lr=1e-4)
+    assert not worse["deployed"]
+    assert embedded.deployed_model("sentiment").version == 1
+
+
+def test_drop_head_and_set(embedded: Store):
+    _train(embedded)
+    host.predict(embedded, head="sentiment", set_name="reviews")
+    with pytest.raises(Exception, match="drop those heads first"):
+        embedded.drop_set("reviews")
+    assert embedded.drop_head("sentiment") == 1
+    embedded.drop_set("reviews")
+    with embedded.engine.connect() as c:
+        for table in ("models", "predictions", "embeddings", "deployments", "embedding_sets"):
+            assert c.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one() == 0
+
+
+def test_head_onnx_export_matches_numpy_scoring():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 16)).astype(np.float32)
+    y = np.where(X[:, 0] + X[:, 1] > 0, "up", "down")
+    head = HeadClassifier(HeadParams(epochs=60)).fit(X, y)
+    session = ort.InferenceSession(head.to_onnx(), providers=["CPUExecutionProvider"])
+    onnx_probabilities = session.run(None, {"vector": X})[0]
+    assert np.allclose(onnx_probabilities, head.predict_proba(X), atol=1e-5)
+    restored = HeadClassifier.from_bytes(head.to_bytes())
+    assert np.array_equal(restored.predict(X), head.predict(X))
+    assert (head.predict(X) == y).mean() > 0.9
+
+
+def test_default_hidden_suits_two_and_fifty_classes():
+    assert default_hidden(2) == 64
+    assert default_hidden(50) == 200
+    assert default_hidden(1000) == 512
+
+
+def test_procedure_contract_train_then_predict_on_dataframes():
+    """The functions SQL Server calls, fed DataFrames shaped like their input queries."""
+    rng = np.random.default_rng(1)
+    centres = {"a": rng.normal(size=8), "b": rng.normal(size=8), "c": rng.normal(size=8)}
+    rows = [
+        (f"k{i}", label, (centres[label] + 0.1 * rng.normal(size=8)).astype("<f4").tobytes())
+        for i, label in enumerate(["a", "b", "c"] * 30)
+    ]
+    frame = pd.DataFrame(rows, columns=list(procedures.TRAIN_INPUT))
+    trained = procedures.train(frame, dim=8, epochs=40)
+    assert list(trained.columns) == list(procedures.TRAIN_OUTPUT)
+    row = trained.iloc[0]
+    assert row["accuracy"] == 1.0 and bool(row["deploy"])
+    scored = procedures.predict(
+        frame[["item_key", "vector"]], model_sha256=row["sha256"], model_blob=row["blob"]
+    )
+    assert list(scored.columns) == list(procedures.PREDICT_OUTPUT)
+    assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
