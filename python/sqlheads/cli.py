@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -18,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy.exc import DBAPIError
 
 from sqlheads import host
 from sqlheads.engine.heads import HeadParams
@@ -59,7 +59,16 @@ def main(
 
 
 def _store() -> Store:
-    return Store.from_url(options.url)
+    """The store at --url; an embedded SQLite file is initialised on first use."""
+    store = Store.from_url(options.url)
+    if not store.is_initialised():
+        if not store.is_sqlite:
+            raise SqlheadsError(
+                f"the database at {options.url} has no sqlheads tables: run `sqlheads init` "
+                "(or the migrations) first"
+            )
+        host.init(store)
+    return store
 
 
 def _emit(result: dict[str, Any], title: str) -> None:
@@ -85,6 +94,8 @@ def _run(action: Callable[[], dict[str, Any]], title: str) -> None:
         result = action()
     except SqlheadsError as error:
         _fail(error)
+    except DBAPIError as error:  # the database refused: say what it said, without a traceback
+        _fail(SqlheadsError(f"the database refused the operation: {error.orig}"))
     else:
         _emit(result, title)
 
@@ -116,7 +127,7 @@ def _progress(label: str) -> Iterator[host.Progress | None]:
 @app.command()
 def init() -> None:
     """Create or upgrade the tables and views (safe to run again)."""
-    _run(lambda: host.init(_store()), "init")
+    _run(lambda: host.init(Store.from_url(options.url)), "init")
 
 
 @app.command("register-encoder")
@@ -133,7 +144,6 @@ def register_encoder(
 
     def action() -> dict[str, Any]:
         store = _store()
-        host.init(store)
         encoder = host.register_encoder(
             store,
             name=name,
@@ -164,11 +174,9 @@ def embed(
     """Embed the rows of a query into a set; unchanged rows are skipped."""
 
     def action() -> dict[str, Any]:
-        store = _store()
-        host.init(store)
         with _progress(f"embedding {set_name}") as progress:
             return host.embed(
-                store,
+                _store(),
                 set_name=set_name,
                 source=source,
                 encoder=encoder,
@@ -312,8 +320,7 @@ def demo() -> None:
         with _progress("embedding Rotten Tomatoes") as progress:
             return run_demo(url, progress=progress)
 
-    started = time.perf_counter()
-    _run(action, f"demo ({time.perf_counter() - started:.0f} s)")
+    _run(action, "demo: Rotten Tomatoes sentiment")
 
 
 if __name__ == "__main__":  # pragma: no cover
