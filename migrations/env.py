@@ -15,6 +15,10 @@ from sqlheads.store.schema import metadata
 
 config = context.config
 
+MSSQL_SCHEMA = "heads"
+# SQL Server: the heads schema must exist before Alembic creates its version table in it.
+CREATE_SCHEMA = f"IF SCHEMA_ID(N'{MSSQL_SCHEMA}') IS NULL EXEC(N'CREATE SCHEMA {MSSQL_SCHEMA}')"
+
 
 def _url() -> str:
     return (
@@ -27,7 +31,8 @@ def _url() -> str:
 
 def run_offline() -> None:
     url = _url()
-    options = {"deprecate_large_types": True} if url.startswith("mssql") else {}
+    is_mssql = url.startswith("mssql")
+    options = {"deprecate_large_types": True} if is_mssql else {}
     context.configure(
         url=url,
         target_metadata=metadata,
@@ -35,8 +40,11 @@ def run_offline() -> None:
         dialect_opts={"paramstyle": "named", **options},
         # SQLite cannot ALTER most things; batch mode rebuilds tables instead.
         render_as_batch=url.startswith("sqlite"),
+        version_table_schema=MSSQL_SCHEMA if is_mssql else None,
     )
     with context.begin_transaction():
+        if is_mssql:
+            context.execute(CREATE_SCHEMA)
         context.run_migrations()
 
 
@@ -45,18 +53,22 @@ def run_online() -> None:
     if connection is None:
         from sqlheads.store.repository import make_engine
 
-        with make_engine(_url()).connect() as fresh:
+        # One transaction, committed at the end (SQL Server's DDL is transactional).
+        with make_engine(_url()).begin() as fresh:
             _run_with(fresh)
     else:
         _run_with(connection)
 
 
 def _run_with(connection) -> None:
+    is_mssql = connection.dialect.name == "mssql"
+    if is_mssql:
+        connection.exec_driver_sql(CREATE_SCHEMA)
     context.configure(
         connection=connection,
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
-        version_table_schema="heads" if connection.dialect.name == "mssql" else None,
+        version_table_schema=MSSQL_SCHEMA if is_mssql else None,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,0 +1,153 @@
+"""What a parser alone cannot see: the README's procedure reference against the procedures'
+parameters and defaults, the error numbers, and every table and column the T-SQL names against
+the one schema metadata (and the Python contract's column tuples)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sqlheads_sql
+from sqlserver_tsql import (
+    ROOT,
+    procedure_parameters,
+    select_list_names,
+    split_top,
+    strip_comments_and_strings,
+)
+
+from sqlheads import procedures
+from sqlheads.engine.heads import HeadParams
+from sqlheads.errors import ERRORS
+from sqlheads.store import schema
+
+PUBLIC = sorted((ROOT / "sql" / "procedures").glob("*.sql"))
+README = (ROOT / "README.md").read_text()
+BLOCK = README[README.index("<!-- sqlserver:begin -->") : README.index("<!-- sqlserver:end -->")]
+
+
+def readme_reference() -> dict[str, list[tuple[str, str, str | None]]]:
+    """``{procedure: [(parameter, type, default or None)]}`` from the README's tables."""
+    found: dict[str, list[tuple[str, str, str | None]]] = {}
+    for section in re.split(r"^#### ", BLOCK, flags=re.M)[1:]:
+        name = re.match(r"`heads\.(\w+)`", section)
+        if not name:
+            continue
+        rows = re.findall(r"^\| `@(\w+)` \| `([^`]+)` \| (`[^`]*`|required) \|", section, re.M)
+        found[name.group(1)] = [
+            (p, t, None if d == "required" else d.strip("`")) for p, t, d in rows
+        ]
+    return found
+
+
+def test_readme_documents_every_procedure_and_nothing_else() -> None:
+    assert set(readme_reference()) == {p.stem for p in PUBLIC}
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.stem)
+def test_readme_parameters_match_the_procedure(path: Path) -> None:
+    actual = [(p.name, p.type, p.default) for p in procedure_parameters(path)]
+    assert readme_reference()[path.stem] == actual
+
+
+def test_train_defaults_are_the_python_defaults() -> None:
+    defaults = {p.name: p.default for p in procedure_parameters(ROOT / "sql/procedures/train.sql")}
+    head = HeadParams()
+    assert int(defaults["epochs"]) == head.epochs
+    assert float(defaults["lr"]) == head.lr
+    assert float(defaults["weight_decay"]) == head.weight_decay
+    assert int(defaults["batch_size"]) == head.batch_size
+    assert float(defaults["dropout"]) == head.dropout
+    assert int(defaults["seed"]) == head.seed
+    assert defaults["hidden"] == "NULL" and head.hidden is None
+    assert defaults["deploy"].strip("'") == procedures.DEPLOY_POLICIES[0]
+    assert float(defaults["test_fraction"]) == 0.2
+
+
+def test_every_error_number_is_documented() -> None:
+    documented = {int(n) for n in re.findall(r"^\| (5\d{4}) \|", BLOCK, re.M)}
+    thrown = set()
+    for path in sqlheads_sql.all_files():
+        thrown |= {int(n) for n in re.findall(r"THROW\s+(5\d{4})", path.read_text())}
+    assert thrown <= documented
+    assert {error.number for error in ERRORS} <= documented
+
+
+# -- tables and columns ----------------------------------------------------------------------
+
+TABLES = {t.name: {c.name for c in t.columns} for t in schema.metadata.sorted_tables}
+VIEWS = {name: list(build().selected_columns.keys()) for name, build in schema.VIEWS.items()}
+OBJECTS = {sqlheads_sql.object_name(p)[1] for p in sqlheads_sql.object_files()}
+
+
+def temp_tables(sql: str) -> dict[str, dict[str, str]]:
+    """``{#name: {column: type}}`` of the CREATE TABLE #... statements."""
+    found = {}
+    pattern = r"CREATE TABLE (#\w+) \(((?:(?!CREATE TABLE).)*?)\s*\);"
+    for name, body in re.findall(pattern, sql, re.S):
+        columns = {}
+        for line in split_top(body):
+            words = line.split()
+            if words and words[0].upper() not in ("PRIMARY", "CONSTRAINT"):
+                columns[words[0]] = words[1]
+        found[name] = columns
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", sqlheads_sql.object_files(), ids=lambda p: str(p.relative_to(ROOT / "sql"))
+)
+def test_named_tables_and_columns_exist(path: Path) -> None:
+    sql = strip_comments_and_strings(path.read_text())
+    temps = temp_tables(sql)
+    # Every heads.X is a table, a view, or an object of sql/.
+    for name in set(re.findall(r"\bheads\.(\w+)", sql)):
+        assert name in TABLES or name in VIEWS or f"heads.{name}" in OBJECTS, f"heads.{name}"
+    # Within a file an alias names one table (so alias.column can be checked without scopes).
+    aliases: dict[str, str] = {}
+    for table, alias in re.findall(r"(heads\.\w+|#\w+)\s+AS\s+(\w+)", sql):
+        assert aliases.setdefault(alias, table) == table, f"alias {alias} names two tables"
+    for alias, column in re.findall(r"\b([A-Za-z_]\w*)\.(\w+)\b", sql):
+        table = aliases.get(alias)
+        if table is None:
+            continue
+        if table.startswith("#"):
+            known = set(temps.get(table, {}))
+        else:
+            name = table.split(".", 1)[1]
+            known = TABLES.get(name) or set(VIEWS.get(name, []))
+        assert column in known, f"{alias}.{column}: no column {column} in {table}"
+    for table, columns in re.findall(r"INSERT INTO (heads\.\w+|#\w+) \(([^)]*)\)", sql):
+        known = set(temps[table]) if table.startswith("#") else TABLES[table.split(".", 1)[1]]
+        for column in (c.strip() for c in columns.split(",")):
+            assert column in known, f"INSERT INTO {table}: no column {column}"
+    # Keys and labels staged in tempdb have the metadata's sizes (no silent truncation).
+    sizes = {
+        "item_key": schema.predictions.c.item_key.type.length,
+        "label": schema.predictions.c.label.type.length,
+        "text_sha256": schema.embeddings.c.text_sha256.type.length,
+    }
+    for columns in temps.values():
+        for column, length in sizes.items():
+            if column in columns:
+                assert re.fullmatch(rf"n?(var)?char\({length}\)", columns[column]), (
+                    column,
+                    columns,
+                )
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_view_columns_are_the_metadata_views(name: str) -> None:
+    sql = strip_comments_and_strings((ROOT / "sql" / "views" / f"{name}.sql").read_text())
+    select_list = re.search(r"AS\s+SELECT\s+(.*?)\s+FROM heads\.", sql, re.S).group(1)
+    assert select_list_names(select_list) == VIEWS[name]
+
+
+def test_staging_tables_carry_the_python_contract() -> None:
+    sources = {p.stem: strip_comments_and_strings(p.read_text()) for p in PUBLIC}
+    assert list(temp_tables(sources["embed"])["#embed_output"]) == list(procedures.EMBED_OUTPUT)
+    assert list(temp_tables(sources["train"])["#trained"]) == list(procedures.TRAIN_OUTPUT)
+    assert list(temp_tables(sources["predict"])["#predict_output"]) == list(
+        procedures.PREDICT_OUTPUT
+    )
