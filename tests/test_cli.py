@@ -71,7 +71,7 @@ def test_cli_mirrors_the_procedures_one_to_one(tmp_path, rt_sample):
         == 2
     )
     assert _json(url, "deploy", "--head", "sentiment", "--version", "2")["version"] == 2
-    assert _json(url, "rollback", "--head", "sentiment")["version"] == 1
+    assert _json(url, "roll-back", "--head", "sentiment")["version"] == 1
     listed = _json(url, "models", "--head", "sentiment")["models"]
     assert [m["is_deployed"] for m in listed] == [1, 0]
 
@@ -85,7 +85,7 @@ def test_cli_mirrors_the_procedures_one_to_one(tmp_path, rt_sample):
 
 def test_errors_without_json_are_one_readable_line(tmp_path):
     result = runner.invoke(
-        app, ["--url", f"sqlite:///{tmp_path / 'x.db'}", "rollback", "--head", "nothing"]
+        app, ["--url", f"sqlite:///{tmp_path / 'x.db'}", "roll-back", "--head", "nothing"]
     )
     assert result.exit_code == 2
     assert "error 50001" in result.output and "never been deployed" in result.output

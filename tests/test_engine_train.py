@@ -176,7 +176,7 @@ def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sam
     assert summary.loc[2, "is_deployed"] == 1 and summary.loc[1, "is_deployed"] == 0
     assert summary.loc[1, "accuracy"] == pytest.approx(first["accuracy"], abs=1e-4)
 
-    rolled = host.rollback(embedded, head="sentiment")
+    rolled = host.roll_back(embedded, head="sentiment")
     assert rolled["version"] == 1
     assert len(embedded.read_view("latest_predictions", head="sentiment")) == 600
 

@@ -176,6 +176,7 @@ def test_embed_asks_for_the_encoder_bytes_when_not_cached(tmp_path, monkeypatch)
 def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     """The bytes are sent once (50009 retry), then the server-side cache answers by sha256."""
     from sqlheads import host
+    from sqlheads.engine import encoder as encoder_module
     from sqlheads.store.repository import Store
 
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
@@ -184,6 +185,8 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
     cache = tmp_path / "server-cache"
     monkeypatch.setenv("SQLHEADS_CACHE", str(cache))
+    # Each external script runs in a fresh process: nothing is loaded in memory yet.
+    monkeypatch.setattr(encoder_module, "_loaded", {})
     texts = ["a moving, funny film", "dull and far too long", ""]
     batch = pd.DataFrame(
         {
@@ -211,5 +214,6 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     assert "1" not in out.index  # unchanged text: skipped
     assert len(out.loc["2", "vector"]) == encoder.dim * 4
     assert out.loc["3", "reject_reason"] == "text is empty"
-    third = run_script(CALLS["embed_batch"], batch, **arguments)  # cached now: sha256 only
+    monkeypatch.setattr(encoder_module, "_loaded", {})  # the next call: a new process again
+    third = run_script(CALLS["embed_batch"], batch, **arguments)  # on disk now: sha256 only
     assert third["error_number"] == 0

@@ -317,7 +317,7 @@ def deploy(store: Store, *, head: str, version: int) -> dict[str, Any]:
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
-def rollback(store: Store, *, head: str) -> dict[str, Any]:
+def roll_back(store: Store, *, head: str) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
     validate_name("head", head)
     history = store.deployment_history(head)
@@ -329,7 +329,7 @@ def rollback(store: Store, *, head: str) -> dict[str, Any]:
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, "rollback")
+    store.deploy(head, previous, "roll-back")
     model = store.model_by_id(previous)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
