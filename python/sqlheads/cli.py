@@ -265,10 +265,10 @@ def deploy(
     _run(lambda: host.deploy(_store(), head=head, version=version), "deploy")
 
 
-@app.command()
-def rollback(head: Annotated[str, typer.Option()]) -> None:
-    """Deploy again the version deployed before the current one."""
-    _run(lambda: host.rollback(_store(), head=head), "rollback")
+@app.command("roll-back")
+def roll_back(head: Annotated[str, typer.Option()]) -> None:
+    """Deploy again the version deployed before the current one (heads.roll_back)."""
+    _run(lambda: host.roll_back(_store(), head=head), "roll-back")
 
 
 @app.command()
@@ -321,6 +321,20 @@ def demo() -> None:
             return run_demo(url, progress=progress)
 
     _run(action, "demo: Rotten Tomatoes sentiment")
+
+
+@app.command()
+def report(
+    head: Annotated[str, typer.Option(help="Head to report on.")],
+    version: Annotated[int | None, typer.Option(help="Version (default: deployed).")] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Directory for index.html and PNGs (default report-HEAD-vN).")
+    ] = None,
+) -> None:
+    """Write an HTML page with plots for a version; store the plots' numbers (model_figures)."""
+    from sqlheads.report import build_report
+
+    _run(lambda: build_report(_store(), head, version=version, out_dir=out), "report")
 
 
 if __name__ == "__main__":  # pragma: no cover

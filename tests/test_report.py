@@ -1,0 +1,112 @@
+"""``sqlheads report``: the page, its plots, and the numbers stored in model_figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from sqlheads import host
+from sqlheads.cli import app
+from sqlheads.report import FIGURES, build_report
+from sqlheads.store import schema as s
+from sqlheads.store.repository import Store
+
+HEAD = "rt_sentiment"
+LABELS = "SELECT item_key, label FROM reviews"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def figure_values(store: Store, model_id: int, figure: str) -> list[float]:
+    with store.engine.connect() as connection:
+        return [
+            r.value
+            for r in connection.execute(
+                select(s.model_figures.c.value).where(
+                    s.model_figures.c.model_id == model_id, s.model_figures.c.figure == figure
+                )
+            )
+        ]
+
+
+def figure_count(store: Store) -> int:
+    with store.engine.connect() as connection:
+        return connection.execute(select(func.count()).select_from(s.model_figures)).scalar_one()
+
+
+@pytest.fixture
+def trained(embedded: Store) -> Store:
+    """Like the demo: a head trained on every labelled row, deployed, the set scored; then a
+    second, undeployed version to compare with."""
+    host.train(embedded, head=HEAD, set_name="reviews", labels=LABELS, deploy="always")
+    host.predict(embedded, head=HEAD, set_name="reviews")
+    host.train(embedded, head=HEAD, set_name="reviews", labels=LABELS, epochs=5, deploy="never")
+    return embedded
+
+
+@pytest.mark.slow
+def test_report_writes_the_page_and_the_figures_numbers(trained: Store, rt_sample, tmp_path):
+    result = build_report(trained, HEAD, out_dir=tmp_path / "report")
+
+    assert result["version"] == 1  # the deployed version by default
+    page = tmp_path / "report" / "index.html"
+    assert page.is_file()
+    text = page.read_text(encoding="utf-8")
+    for name in FIGURES:
+        png = tmp_path / "report" / f"{name}.png"
+        assert png.read_bytes()[:8] == PNG
+        assert f'src="{name}.png"' in text
+
+    record = trained.model_record(result["model_id"])
+    rows_test = record["rows_test"]
+    assert rows_test == round(0.2 * len(rt_sample))
+    matrix = json.loads(record["metrics_json"])["confusion_matrix"]
+    assert sum(map(sum, matrix)) == rows_test
+    assert sum(figure_values(trained, result["model_id"], "confusion_matrix")) == rows_test
+    histogram = figure_values(trained, result["model_id"], "score_histogram")
+    assert sum(histogram) == len(rt_sample) == result["predictions"]
+    losses = json.loads(record["loss_curve_json"])
+    with trained.engine.connect() as connection:
+        points = dict(
+            connection.execute(
+                select(s.model_figures.c.x, s.model_figures.c.value).where(
+                    s.model_figures.c.model_id == result["model_id"],
+                    s.model_figures.c.figure == "loss_curve",
+                )
+            ).all()
+        )
+    assert [points[str(epoch)] for epoch in range(1, len(losses) + 1)] == pytest.approx(losses)
+    per_class = figure_values(trained, result["model_id"], "per_class")
+    assert len(per_class) == 3 * 2 and all(0 <= v <= 1 for v in per_class)
+
+    stored = figure_count(trained)
+    build_report(trained, HEAD, out_dir=tmp_path / "again")
+    assert figure_count(trained) == stored  # a re-run replaces, never duplicates
+
+
+@pytest.mark.slow
+def test_report_command_for_a_named_version(trained: Store, tmp_path):
+    url = trained.engine.url.render_as_string(hide_password=False)
+    out = tmp_path / "v2"
+    result = CliRunner().invoke(
+        app, ["--url", url, "--json", "report", "--head", HEAD, "--version", "2", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    reported = json.loads(result.output)
+    assert reported["version"] == 2 and reported["predictions"] == 0
+    assert (out / "index.html").is_file() and (out / "score_histogram.png").is_file()
+    record = trained.model_record(reported["model_id"])
+    confusion = figure_values(trained, reported["model_id"], "confusion_matrix")
+    assert sum(confusion) == record["rows_test"]
+    assert figure_values(trained, reported["model_id"], "score_histogram") == []
+
+
+def test_report_of_an_unknown_head_is_a_numbered_error(store: Store, tmp_path):
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(
+        app, ["--url", url, "--json", "report", "--head", "nobody", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert json.loads(result.output)["number"] == 50001
