@@ -32,15 +32,23 @@ from bench.common import (
     timer,
 )
 
-PATHS = ("int8", "fp32", "sentence-transformers")
-QUANTIZATION = {"int8": "int8", "fp32": "none"}
 BATCH_SIZE = 32
+# path -> (implementation, export quantization, batch size)
+VARIANTS: dict[str, tuple[str, str | None, int]] = {
+    "int8": ("sqlheads", "int8", BATCH_SIZE),
+    "fp32": ("sqlheads", "none", BATCH_SIZE),
+    "sentence-transformers": ("sentence-transformers", None, BATCH_SIZE),
+    "int8, batch 128": ("sqlheads", "int8", 128),
+}
+PATHS = tuple(VARIANTS)
+PEER = "sentence-transformers"
+QUANTIZATION = {"int8": "int8", "fp32": "none"}
 SIZES: dict[str, dict[str, Any]] = {
-    "full": {"rt": 1500, "imdb": 128, "threads": (1, 2), "repeats": 2, "head_rows": None,
+    "full": {"rt": 1500, "imdb": 128, "threads": (1, 2), "rounds": 3, "head_rows": None,
              "matmul": 2048},
-    "quick": {"rt": 300, "imdb": 24, "threads": (1, 2), "repeats": 1, "head_rows": 3000,
+    "quick": {"rt": 300, "imdb": 24, "threads": (1, 2), "rounds": 1, "head_rows": 3000,
               "matmul": 1024},
-    "tiny": {"rt": 40, "imdb": 4, "threads": (2,), "repeats": 1, "head_rows": 300,
+    "tiny": {"rt": 40, "imdb": 4, "threads": (2,), "rounds": 1, "head_rows": 300,
              "matmul": 256},
 }  # fmt: skip
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -159,27 +167,25 @@ def measure_peaks(threads: int, size: int, repeats: int = 5) -> dict[str, float]
 
 
 def measure_path(
-    path: str, threads: int, samples: dict[str, list[str]], repeats: int
+    path: str, threads: int, samples: dict[str, list[str]]
 ) -> dict[str, dict[str, Any]]:
-    """Encode each sample with one path: seconds (best of ``repeats``), tokenizer seconds,
-    executed and useful FLOPs, and the vectors."""
+    """Encode each sample with one path: seconds, tokenizer seconds, executed and useful
+    FLOPs, and the vectors."""
     shape = model_shape()
-    if path == "sentence-transformers":
-        encode, batches = _sentence_transformers(threads)
+    implementation, quantization, batch_size = VARIANTS[path]
+    if implementation == PEER:
+        encode, batches = _sentence_transformers(threads, batch_size)
     else:
-        encode, batches = _sqlheads(QUANTIZATION[path], threads)
-    encode(next(iter(samples.values()))[:BATCH_SIZE])  # warm-up: first-call allocations
+        encode, batches = _sqlheads(quantization, threads, batch_size)
+    encode(next(iter(samples.values()))[:batch_size])  # warm-up: first-call allocations
     results = {}
     for name, texts in samples.items():
-        times = []
-        for _ in range(repeats):
-            with timer() as elapsed:
-                vectors = encode(texts)
-            times.append(elapsed[0])
+        with timer() as elapsed:
+            vectors = encode(texts)
         with timer() as tokenize:
             shapes = batches(texts)
         results[name] = {
-            "seconds": min(times),
+            "seconds": elapsed[0],
             "tokenize_seconds": tokenize[0],
             "flops_executed": sum(batch_flops(r, w, shape) for r, w, _ in shapes),
             "flops_useful": sum(
@@ -193,7 +199,7 @@ def measure_path(
 Batches = Callable[[Sequence[str]], list[tuple[int, int, list[int]]]]
 
 
-def _sqlheads(quantization: str, threads: int) -> tuple[Callable, Batches]:
+def _sqlheads(quantization: str, threads: int, batch_size: int) -> tuple[Callable, Batches]:
     from bench.common import onnx_encoder
     from sqlheads.engine.encoder import Tokenizer
     from sqlheads.engine.export import export_encoder
@@ -203,15 +209,15 @@ def _sqlheads(quantization: str, threads: int) -> tuple[Callable, Batches]:
     tokenizer = Tokenizer(artifact.tokenizer_json, artifact.max_length)
 
     def encode(texts: Sequence[str]) -> np.ndarray:
-        return encoder.encode(texts, long_text="truncate", batch_size=BATCH_SIZE).vectors
+        return encoder.encode(texts, long_text="truncate", batch_size=batch_size).vectors
 
     def batches(texts: Sequence[str]) -> list[tuple[int, int, list[int]]]:
         """The tokenizer's share of ``encode``: ids, length sort and padding, as it does."""
         ids = tokenizer.encode(texts, truncate=True)
         order = np.argsort([len(i) for i in ids], kind="stable")
         shapes = []
-        for start in range(0, len(order), BATCH_SIZE):
-            chunk = [ids[i] for i in order[start : start + BATCH_SIZE]]
+        for start in range(0, len(order), batch_size):
+            chunk = [ids[i] for i in order[start : start + batch_size]]
             padded, _ = tokenizer.pad(chunk)
             shapes.append((padded.shape[0], padded.shape[1], [len(c) for c in chunk]))
         return shapes
@@ -219,7 +225,7 @@ def _sqlheads(quantization: str, threads: int) -> tuple[Callable, Batches]:
     return encode, batches
 
 
-def _sentence_transformers(threads: int) -> tuple[Callable, Batches]:
+def _sentence_transformers(threads: int, batch_size: int) -> tuple[Callable, Batches]:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -229,14 +235,14 @@ def _sentence_transformers(threads: int) -> tuple[Callable, Batches]:
     model = SentenceTransformer(str(default_model_dir()), device="cpu")
 
     def encode(texts: Sequence[str]) -> np.ndarray:
-        return model.encode(list(texts), batch_size=BATCH_SIZE, convert_to_numpy=True)
+        return model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True)
 
     def batches(texts: Sequence[str]) -> list[tuple[int, int, list[int]]]:
         """What ``encode`` tokenizes: batches sorted by text length, padded per batch."""
         order = np.argsort([-len(t) for t in texts], kind="stable")
         shapes = []
-        for start in range(0, len(order), BATCH_SIZE):
-            features = model.preprocess([texts[i] for i in order[start : start + BATCH_SIZE]])
+        for start in range(0, len(order), batch_size):
+            features = model.preprocess([texts[i] for i in order[start : start + batch_size]])
             mask = features["attention_mask"]
             shapes.append((mask.shape[0], mask.shape[1], mask.sum(dim=1).tolist()))
         return shapes
@@ -256,12 +262,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         "Rotten Tomatoes": seeded_subsample(rt, size["rt"])["text"].tolist(),
         "IMDB": seeded_subsample(imdb, size["imdb"])["text"].tolist(),
     }
-    peaks = {t: run_isolated(t, measure_peaks, t, size["matmul"]) for t in size["threads"]}
-    measured = {
-        (path, t): run_isolated(t, measure_path, path, t, samples, size["repeats"])
-        for t in size["threads"]
-        for path in PATHS
-    }
+    peaks, measured = measure_rounds(samples, size["threads"], size["rounds"], size["matmul"])
     section = Section(
         name="encode",
         title="encode: ONNX encoder vs sentence-transformers",
@@ -275,15 +276,37 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             "here). sqlheads: `OnnxEncoder.encode` over the int8 export (the default: "
             "onnxruntime BERT fusions + per-channel dynamic int8) and the fp32 export (fusions "
             "only). Peer: `SentenceTransformer(default_model_dir(), device='cpu').encode` with "
-            "`torch.set_num_threads(n)`. Each path and thread count runs in its own process; "
-            f"time is the best of {size['repeats']} run(s) after a warm-up batch, tokenizer "
-            "included."
+            "`torch.set_num_threads(n)`. Each path and thread count runs in its own process, "
+            "after a warm-up batch, tokenizer included; the whole set of runs is repeated "
+            f"{size['rounds']} time(s), interleaved, and each figure is the best of its runs "
+            "(this is a shared virtual machine whose speed drifts for minutes at a time: "
+            "interleaving spreads that drift over every path). `int8, batch 128` is the "
+            "default export with `batch_size=128`, to show what batching is worth."
         ),
     )
     _speed_tables(section, samples, measured, peaks, size["threads"])
     _accuracy_table(section, rt, size["head_rows"])
     section.plots.append(_plot(out_dir, samples, measured, size["threads"]))
     return section
+
+
+def measure_rounds(
+    samples: dict[str, list[str]], thread_counts: Sequence[int], rounds: int, matmul: int
+) -> tuple[dict[int, dict[str, float]], dict[tuple[str, int], dict[str, dict[str, Any]]]]:
+    """Peaks and every (path, threads), ``rounds`` times interleaved; the best of each."""
+    peaks: dict[int, dict[str, float]] = {}
+    measured: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for _ in range(rounds):
+        for t in thread_counts:
+            found = run_isolated(t, measure_peaks, t, matmul)
+            peaks[t] = {k: max(v, peaks.get(t, {}).get(k, 0.0)) for k, v in found.items()}
+            for path in PATHS:
+                result = run_isolated(t, measure_path, path, t, samples)
+                best = measured.setdefault((path, t), result)
+                for data, m in result.items():
+                    if m["seconds"] < best[data]["seconds"]:
+                        best[data] = m
+    return peaks, measured
 
 
 def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
@@ -299,9 +322,9 @@ def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
          "padding overhead", "achieved GFLOP/s", "peak GFLOP/s (matmul)", "of peak"],
     )  # fmt: skip
     for data, texts in samples.items():
-        peer_vectors = measured[("sentence-transformers", reference)][data]["vectors"]
+        peer_vectors = measured[(PEER, reference)][data]["vectors"]
         for t in thread_counts:
-            peer_rate = len(texts) / measured[("sentence-transformers", t)][data]["seconds"]
+            peer_rate = len(texts) / measured[(PEER, t)][data]["seconds"]
             for path in PATHS:
                 m = measured[(path, t)][data]
                 rate = len(texts) / m["seconds"]
@@ -311,18 +334,19 @@ def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
                      f"{cosine.min():.6f}", f"{cosine.mean():.6f}"]
                 )  # fmt: skip
                 fp32_peak = max(peaks[t][k] for k in ("numpy_fp32", "torch_fp32", "ort_fp32"))
-                peak = peaks[t]["ort_int8"] if path == "int8" else fp32_peak
+                is_int8 = VARIANTS[path][1] == "int8"
+                peak = peaks[t]["ort_int8"] if is_int8 else fp32_peak
                 achieved = m["flops_executed"] / m["seconds"] / 1e9
                 split.rows.append(
                     [data, path, str(t), pct(m["tokenize_seconds"] / m["seconds"]),
                      f"{m['flops_executed'] / len(texts) / 1e9:.3f}",
                      pct(m["flops_executed"] / m["flops_useful"] - 1, 0),
-                     fmt(achieved, 1), f"{fmt(peak)} ({'int8' if path == 'int8' else 'fp32'})",
+                     fmt(achieved, 1), f"{fmt(peak)} ({'int8' if is_int8 else 'fp32'})",
                      pct(achieved / peak)]
                 )  # fmt: skip
-                if data == "Rotten Tomatoes" and t == reference:
-                    m["rate"], m["peer_rate"] = rate, peer_rate
-                    m["min_cosine"] = float(cosine.min())
+                m["rate"], m["peer_rate"] = rate, peer_rate
+                m["min_cosine"] = float(cosine.min())
+                m["of_peak"] = achieved / peak
     peak_table = Table(
         "Measured matmul peak of this CPU (square matrices, best of 5)",
         ["threads", "NumPy fp32 GFLOP/s", "PyTorch fp32 GFLOP/s", "onnxruntime fp32 GFLOP/s",
@@ -341,10 +365,10 @@ def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
         ["encode", "fp32 export: min cosine to sentence-transformers",
          f"{fp32['min_cosine']:.6f}"],
     ]  # fmt: skip
-    split_row = next(r for r in split.rows if r[1] == "int8" and r[2] == str(reference))
     section.notes += [
         f"Done criterion, sqlheads' default path at least 2x sentence-transformers on "
-        f"{reference} cores: {ratio:.2f}x, " + ("met." if ratio >= 2 else _shortfall_note(ratio)),
+        f"{reference} cores: {ratio:.2f}x, "
+        + ("met." if ratio >= 2 else _shortfall_note(measured, peaks, thread_counts)),
         f"Done criterion, fp32 cosine to PyTorch at least 0.9999: {fp32['min_cosine']:.6f}, "
         + (
             "met."
@@ -356,22 +380,60 @@ def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
         "`padding overhead` is how much of that is padding after length sorting. The int8 "
         "path is held against the int8 matmul peak although its attention products, "
         "softmax, GELU and layer norms stay fp32, so its share of peak is a lower bound. "
-        f"On short reviews the default path reaches {split_row[8]} of the int8 peak: the "
-        "rest is tokenizing, framework overhead per small batch and memory-bound operators, "
-        "not arithmetic.",
+        f"On short reviews the default path reaches {pct(int8['of_peak'])} of the int8 peak "
+        f"at {reference} threads; what is not arithmetic is tokenizing (the `tokenizer share`), "
+        "per-batch framework overhead and memory-bound operators.",
+        _long_text_note(measured, reference, len(samples["IMDB"])),
     ]
 
 
-def _shortfall_note(ratio: float) -> str:
+def _long_text_note(measured, threads: int, rows: int) -> str:
+    long = {path: measured[(path, threads)]["IMDB"] for path in PATHS}
     return (
-        f"NOT met ({ratio:.2f}x). The model runs at a small fraction of the matmul peak (table "
-        "above), so the gap is overhead, not arithmetic: on these short texts each batch of "
-        "32 is a few dozen tokens wide, operator dispatch and the fp32 parts of the graph "
-        "(attention softmax, GELU, layer norms, dynamic quantisation of activations) weigh "
-        "as much as the int8 matmuls. What would close it: larger batches for short texts "
-        "(batching by token budget rather than by 32 rows), static int8 quantisation with "
-        "calibrated activation scales (no per-batch QuantizeLinear), or a smaller distilled "
-        "student; measure each here before believing it."
+        f"Long reviews (IMDB, {rows} texts, nearly all cut at 256 tokens) at {threads} threads: "
+        f"int8 {fmt(long['int8']['rate'], 1)} rows/s, fp32 {fmt(long['fp32']['rate'], 1)}, "
+        f"sentence-transformers {fmt(long[PEER]['rate'], 1)}, int8 with batches of 128 "
+        f"{fmt(long['int8, batch 128']['rate'], 1)}: the default path's lead on short texts "
+        f"({long['int8']['rate'] / long['int8']['peer_rate']:.2f}x here) does not carry "
+        "over. At 256 positions attention (quadratic in length, fp32 in every path) and the "
+        "activations of a 32 x 256 batch weigh more than the int8 matmuls, and bigger batches "
+        "only add memory traffic. The 2x criterion is stated for Rotten Tomatoes; for long "
+        "texts the levers are batching by a token budget and a shorter window."
+    )
+
+
+def _shortfall_note(measured, peaks, thread_counts) -> str:
+    """Why the default path is not 2x the peer, from this run's own figures."""
+    rt = "Rotten Tomatoes"
+    lines = []
+    for t in thread_counts:
+        m = {path: measured[(path, t)][rt] for path in PATHS}
+        lines.append(
+            f"at {t} thread(s) int8 {fmt(m['int8']['rate'])} rows/s "
+            f"({m['int8']['rate'] / m['int8']['peer_rate']:.2f}x), int8 with batches of 128 "
+            f"{fmt(m['int8, batch 128']['rate'])} rows/s, sentence-transformers "
+            f"{fmt(m['int8']['peer_rate'])} rows/s"
+        )
+    low, high = min(thread_counts), max(thread_counts)
+    scaling = ""
+    if low != high:
+        fp32 = peaks[high]["torch_fp32"] / peaks[low]["torch_fp32"]
+        int8 = peaks[high]["ort_int8"] / peaks[low]["ort_int8"]
+        scaling = (
+            f" Going from {low} to {high} threads multiplied this machine's measured matmul "
+            f"peak by {fp32:.2f} (fp32) and {int8:.2f} (int8): its virtual cores do not add "
+            "up like physical ones (shared core or neighbours), and onnxruntime's int8 "
+            "kernels suffer from that more than PyTorch's fp32 ones."
+        )
+    return (
+        "NOT met: " + "; ".join(lines) + "." + scaling + " The int8 path runs at a small share "
+        "of the int8 peak (table above): on short reviews a batch of 32 is a few dozen tokens "
+        "wide, so operator dispatch, dynamic quantisation of activations and the fp32 parts "
+        "of the graph (attention, softmax, GELU, layer norms) weigh as much as the int8 "
+        "matmuls. What would close it: batches by token budget rather than by 32 rows (the "
+        "`batch 128` row measures part of that), static int8 quantisation with calibrated "
+        "activation scales, a dedicated physical core per thread, or a smaller distilled "
+        "student for scoring; measure each here before believing it."
     )
 
 

@@ -3,8 +3,9 @@
 sqlheads stores each vector as little-endian float32 bytes (``store.vectors``); the seed stored
 the model output as a JSON string. Both tables hold the same 384-d unit vectors, one row each,
 ``(id INTEGER PRIMARY KEY, vector BLOB|TEXT)``, in their own database file; reading is
-``SELECT vector ... ORDER BY id`` with the standard ``sqlite3`` driver, then
-``unpack_rows`` (one ``frombuffer`` over all rows) or ``json.loads`` per row.
+``SELECT vector ... ORDER BY id`` with the standard ``sqlite3`` driver, fetched in pages of
+10,000 rows, each decoded with ``unpack_rows`` (one ``frombuffer`` over the page) or
+``json.loads`` per row into one float32 matrix.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlheads.store.vectors import pack_rows, unpack_rows
 
 DIM = 384
 POOL = 20_000  # distinct vectors; larger tables repeat them (decoding cost is the same)
+PAGE = 10_000  # rows fetched and decoded at a time
 SIZES = {"full": (10_000, 100_000, 1_000_000), "quick": (10_000, 100_000), "tiny": (500, 2_000)}
 FORMATS = ("binary", "json")
 
@@ -75,13 +77,19 @@ def write(path: Path, rows: int, form: str) -> None:
     connection.close()
 
 
-def read(path: Path, form: str) -> tuple[np.ndarray, float]:
+def read(path: Path, form: str, rows: int) -> tuple[np.ndarray, float]:
+    """Pages of ``PAGE`` rows decoded into one matrix, as a loader must for a million rows:
+    a million JSON texts and their Python floats at once would need about 20 GB."""
     with timer() as elapsed:
+        matrix = np.empty((rows, DIM), dtype=np.float32)
         connection = sqlite3.connect(path)
-        values = [r[0] for r in connection.execute("SELECT vector FROM vectors ORDER BY id")]
+        cursor = connection.execute("SELECT vector FROM vectors ORDER BY id")
+        done = 0
+        while page := cursor.fetchmany(PAGE):
+            matrix[done : done + len(page)] = decode_rows([r[0] for r in page], form)
+            done += len(page)
         connection.close()
-        matrix = decode_rows(values, form)
-    return matrix, elapsed[0]
+    return matrix[:done], elapsed[0]
 
 
 def run(out_dir: Path, scale: str = "full") -> Section:
@@ -96,7 +104,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 repeats = 2 if rows <= 100_000 else 1
                 times = []
                 for _ in range(repeats):
-                    matrix, seconds = read(path, form)
+                    matrix, seconds = read(path, form, rows)
                     times.append(seconds)
                 if not np.array_equal(matrix, expected):
                     raise AssertionError(f"{form} vectors did not round-trip at {rows} rows")

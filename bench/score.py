@@ -82,7 +82,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         title="score: predictions into the predictions table",
         scale=scale,
         intro=__doc__.split("\n", 2)[2].strip()
-        + f" The head: {trained['classes']} trained on {trained['rows_train']:,} rows "
+        + f" The head: {', '.join(trained['classes'])} trained on {trained['rows_train']:,} rows "
         f"(held-out accuracy {pct(trained['accuracy'])}).",
     )
     table = Table(
