@@ -155,7 +155,7 @@ def render(results: dict[str, dict]) -> str:
         "",
         "Every figure below was measured by `bench/` on the machine named under each section, "
         "side by side with the tool a user would otherwise pick. Nothing here is typed in by "
-        f"hand: reproduce it all with `{REPRODUCE}` (about 25 minutes on 2 cores), or one "
+        f"hand: reproduce it all with `{REPRODUCE}` (about 20 minutes on 2 cores), or one "
         "benchmark with `python -m bench encode|load|train|score|accuracy` (add `--quick` for "
         "small sizes). The numbers are also in `benchmarks.json`.",
         "",

@@ -390,7 +390,7 @@ def _speed_tables(section, samples, measured, peaks, thread_counts) -> None:
 def _long_text_note(measured, threads: int, rows: int) -> str:
     long = {path: measured[(path, threads)]["IMDB"] for path in PATHS}
     return (
-        f"Long reviews (IMDB, {rows} texts, nearly all cut at 256 tokens) at {threads} threads: "
+        f"Long reviews (IMDB, {rows} texts, truncated at 256 tokens) at {threads} threads: "
         f"int8 {fmt(long['int8']['rate'], 1)} rows/s, fp32 {fmt(long['fp32']['rate'], 1)}, "
         f"sentence-transformers {fmt(long[PEER]['rate'], 1)}, int8 with batches of 128 "
         f"{fmt(long['int8, batch 128']['rate'], 1)}: the default path's lead on short texts "
