@@ -57,7 +57,7 @@ def test_train_defaults_are_the_python_defaults() -> None:
     assert int(defaults["epochs"]) == head.epochs
     assert float(defaults["lr"]) == head.lr
     assert float(defaults["weight_decay"]) == head.weight_decay
-    assert int(defaults["batch_size"]) == head.batch_size
+    assert defaults["batch_size"] == "NULL" and head.batch_size is None
     assert float(defaults["dropout"]) == head.dropout
     assert int(defaults["seed"]) == head.seed
     assert defaults["hidden"] == "NULL" and head.hidden is None

@@ -174,10 +174,11 @@ def upgrade() -> None:
     )
     op.create_table(
         "model_figures",
+        sa.Column("point_id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("model_id", sa.Integer(), nullable=False),
         sa.Column("figure", sa.Unicode(length=64), nullable=False),
-        sa.Column("series", sa.Unicode(length=128), nullable=False),
-        sa.Column("x", sa.Unicode(length=128), nullable=False),
+        sa.Column("series", sa.Unicode(length=400), nullable=False),
+        sa.Column("x", sa.Unicode(length=400), nullable=False),
         sa.Column("value", sa.Float(), nullable=False),
         sa.ForeignKeyConstraint(
             ["model_id"],
@@ -185,7 +186,14 @@ def upgrade() -> None:
             name=op.f("fk_model_figures_model_id_models"),
             ondelete="CASCADE",
         ),
-        sa.PrimaryKeyConstraint("model_id", "figure", "series", "x", name=op.f("pk_model_figures")),
+        sa.PrimaryKeyConstraint("point_id", name=op.f("pk_model_figures")),
+        schema=SCHEMA,
+    )
+    op.create_index(
+        op.f("ix_model_figures_model_id_figure"),
+        "model_figures",
+        ["model_id", "figure"],
+        unique=False,
         schema=SCHEMA,
     )
     _create_views()
@@ -193,6 +201,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     _drop_views()
+    op.drop_index(op.f("ix_model_figures_model_id_figure"), table_name="model_figures", schema=SCHEMA)
     op.drop_table("model_figures", schema=SCHEMA)
     op.drop_table("predictions", schema=SCHEMA)
     op.drop_table("deployments", schema=SCHEMA)

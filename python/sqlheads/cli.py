@@ -200,7 +200,9 @@ def train(
     epochs: Annotated[int, typer.Option()] = HeadParams.epochs,
     lr: Annotated[float, typer.Option(help="Adam (amsgrad) learning rate.")] = HeadParams.lr,
     weight_decay: Annotated[float, typer.Option()] = HeadParams.weight_decay,
-    batch_size: Annotated[int, typer.Option()] = HeadParams.batch_size,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Rows per step (default 64, or rows/100 if larger).")
+    ] = HeadParams.batch_size,
     dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
     test_fraction: Annotated[float, typer.Option(help="Held-out share, stratified.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,

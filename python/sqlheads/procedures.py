@@ -171,7 +171,7 @@ def train(
     epochs: int = HeadParams.epochs,
     lr: float = HeadParams.lr,
     weight_decay: float = HeadParams.weight_decay,
-    batch_size: int = HeadParams.batch_size,
+    batch_size: int | None = HeadParams.batch_size,
     dropout: float = HeadParams.dropout,
     test_fraction: float = 0.2,
     seed: int = 0,
@@ -230,6 +230,7 @@ def train(
     blob = head.to_bytes()
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
+        "batch_size": head.batch_size_,
         "test_fraction": test_fraction,
         "dim": dim,
     }

@@ -82,7 +82,7 @@ def histogram_edges() -> np.ndarray:
 
 def figure_rows(data: ReportData) -> list[dict[str, Any]]:
     """The numbers behind the plots, one ``model_figures`` row per point."""
-    limit = s.NAME_LENGTH
+    limit = s.model_figures.c.series.type.length
     rows: list[dict[str, Any]] = []
 
     def add(figure: str, series: str, x: str, value: float) -> None:

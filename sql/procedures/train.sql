@@ -16,7 +16,7 @@ CREATE OR ALTER PROCEDURE heads.train
     @epochs int = 30,
     @lr float = 0.001,
     @weight_decay float = 0.00001,
-    @batch_size int = 64,
+    @batch_size int = NULL,
     @dropout float = 0.1,
     @test_fraction float = 0.2,
     @seed int = 0,

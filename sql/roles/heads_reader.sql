@@ -1,7 +1,8 @@
--- heads_reader: what a BI tool's login gets. SELECT on the two views and nothing else: no table
+-- heads_reader: what a BI tool's login gets. SELECT on the three views and nothing else: no table
 -- (so no blob, no vector, no model), no procedure, no external script.
 IF DATABASE_PRINCIPAL_ID(N'heads_reader') IS NULL
     CREATE ROLE heads_reader;
 GRANT SELECT ON OBJECT::heads.latest_predictions TO heads_reader;
 GRANT SELECT ON OBJECT::heads.model_summary TO heads_reader;
+GRANT SELECT ON OBJECT::heads.report_figures TO heads_reader;
 GO

@@ -26,6 +26,17 @@ def default_hidden(n_classes: int) -> int:
     return int(min(512, max(64, 4 * n_classes)))
 
 
+def default_batch_size(n_rows: int) -> int:
+    """Rows per step: 64, or about a hundredth of the training rows when there are more.
+
+    A tiny MLP's step costs about a millisecond of framework overhead whatever its size, so a
+    fixed batch makes time grow with rows; about 100 steps an epoch keeps 80,000 rows at
+    ~14 s instead of ~44 s, with the same accuracy (measured on 50-class synthetic vectors),
+    while small sets like Rotten Tomatoes keep the batch that measured best (64).
+    """
+    return int(min(8192, max(64, -(-n_rows // 100))))
+
+
 @dataclass
 class HeadParams:
     """Hyper-parameters of a head, with the documented defaults."""
@@ -34,7 +45,7 @@ class HeadParams:
     epochs: int = 30
     lr: float = 1e-3
     weight_decay: float = 1e-5
-    batch_size: int = 64
+    batch_size: int | None = None  # None: default_batch_size(training rows)
     dropout: float = 0.1
     seed: int = 0
 
@@ -44,7 +55,11 @@ class HeadParams:
             (1 <= self.epochs <= 10_000, "epochs", "between 1 and 10000"),
             (0 < self.lr <= 1, "lr", "in (0, 1], e.g. 1e-3"),
             (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1), e.g. 1e-5"),
-            (1 <= self.batch_size <= 65_536, "batch_size", "between 1 and 65536"),
+            (
+                self.batch_size is None or 1 <= self.batch_size <= 65_536,
+                "batch_size",
+                "between 1 and 65536",
+            ),
             (0 <= self.dropout < 1, "dropout", "in [0, 1)"),
         ]
         for ok, name, allowed in checks:
@@ -62,6 +77,7 @@ class HeadClassifier:
     params: HeadParams = field(default_factory=HeadParams)
     classes_: list[str] = field(default_factory=list, init=False)
     loss_curve_: list[float] = field(default_factory=list, init=False)
+    batch_size_: int = field(default=0, init=False)
     weights_: dict[str, np.ndarray] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -112,7 +128,9 @@ class HeadClassifier:
         optimizer = torch.optim.Adam(
             model.parameters(), lr=p.lr, weight_decay=p.weight_decay, amsgrad=True
         )
-        steps_per_epoch = -(-len(X) // p.batch_size)
+        batch_size = p.batch_size or default_batch_size(len(X))
+        self.batch_size_ = batch_size
+        steps_per_epoch = -(-len(X) // batch_size)
         total_steps = p.epochs * steps_per_epoch
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: max(0.0, 1.0 - step / total_steps)
@@ -124,8 +142,8 @@ class HeadClassifier:
         for _ in range(p.epochs):
             order = torch.randperm(len(X), generator=generator)
             epoch_loss = 0.0
-            for start in range(0, len(X), p.batch_size):
-                batch = order[start : start + p.batch_size]
+            for start in range(0, len(X), batch_size):
+                batch = order[start : start + batch_size]
                 optimizer.zero_grad()
                 loss = loss_fn(model(features[batch]), target[batch])
                 loss.backward()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import DBAPIError
 
@@ -453,9 +454,39 @@ class Store:
         return len(ids)
 
     def write_predictions(self, model_id: int, set_id: int, output: pd.DataFrame) -> None:
-        keys = output["item_key"].tolist()
+        """Insert or replace one batch of predictions, in one transaction."""
+        rows = [
+            {
+                "model_id": model_id,
+                "set_id": set_id,
+                "item_key": r.item_key,
+                "label": r.label,
+                "score": float(r.score),
+                "probabilities_json": r.probabilities_json,
+            }
+            for r in output.itertuples(index=False)
+        ]
+        if not rows:
+            return
         with self.engine.begin() as c:
-            for chunk in _chunks(keys):
+            if self.is_sqlite:
+                # One upsert instead of a delete per key chunk: the delete was a third to a half
+                # of predict's time even when there was nothing to replace.
+                statement = sqlite_insert(s.predictions)
+                c.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=["model_id", "set_id", "item_key"],
+                        set_={
+                            "label": statement.excluded.label,
+                            "score": statement.excluded.score,
+                            "probabilities_json": statement.excluded.probabilities_json,
+                            "predicted_at": func.now(),
+                        },
+                    ),
+                    rows,
+                )
+                return
+            for chunk in _chunks([row["item_key"] for row in rows]):
                 c.execute(
                     delete(s.predictions).where(
                         s.predictions.c.model_id == model_id,
@@ -463,21 +494,7 @@ class Store:
                         s.predictions.c.item_key.in_(chunk),
                     )
                 )
-            if keys:
-                c.execute(
-                    insert(s.predictions),
-                    [
-                        {
-                            "model_id": model_id,
-                            "set_id": set_id,
-                            "item_key": r.item_key,
-                            "label": r.label,
-                            "score": float(r.score),
-                            "probabilities_json": r.probabilities_json,
-                        }
-                        for r in output.itertuples(index=False)
-                    ],
-                )
+            c.execute(insert(s.predictions), rows)
 
     def update_model(self, model_id: int, **values: Any) -> None:
         with self.engine.begin() as c:

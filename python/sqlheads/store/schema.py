@@ -14,6 +14,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -166,12 +167,15 @@ predictions = Table(
 model_figures = Table(
     "model_figures",
     metadata,
+    # A surrogate key: series and x are as long as a class label (400), and a key over them
+    # would pass SQL Server's 900-byte index limit. The report replaces a model's rows whole.
+    Column("point_id", Integer, primary_key=True, autoincrement=True),
     Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
     Column("figure", Unicode(64), nullable=False),
-    Column("series", Unicode(NAME_LENGTH), nullable=False),
-    Column("x", Unicode(NAME_LENGTH), nullable=False),
+    Column("series", Unicode(400), nullable=False),
+    Column("x", Unicode(400), nullable=False),
     Column("value", Float, nullable=False),
-    PrimaryKeyConstraint("model_id", "figure", "series", "x"),
+    Index(None, "model_id", "figure"),
 )
 
 
@@ -238,7 +242,25 @@ def model_summary_select():
     )
 
 
+def report_figures_select():
+    """The report's numbers with the head and version they belong to (for BI tools)."""
+    return (
+        select(
+            models.c.head,
+            models.c.version,
+            model_figures.c.model_id,
+            model_figures.c.figure,
+            model_figures.c.series,
+            model_figures.c.x,
+            model_figures.c.value,
+        )
+        .select_from(model_figures)
+        .join(models, models.c.model_id == model_figures.c.model_id)
+    )
+
+
 VIEWS = {
     "latest_predictions": latest_predictions_select,
     "model_summary": model_summary_select,
+    "report_figures": report_figures_select,
 }
