@@ -261,15 +261,19 @@ class Store:
     # -- embeddings ----------------------------------------------------------------------------
 
     def stored_hashes(self, set_id: int, keys: list[str]) -> dict[str, str]:
-        result: dict[str, str] = {}
+        return self._embedding_column(set_id, keys, s.embeddings.c.text_sha256)
+
+    def _embedding_column(self, set_id: int, keys: list[str], column) -> dict[str, Any]:
+        """``item_key -> column`` for those of ``keys`` the set holds, in bound key chunks."""
+        result: dict[str, Any] = {}
         with self.engine.connect() as c:
             for chunk in _chunks(keys):
                 rows = c.execute(
-                    select(s.embeddings.c.item_key, s.embeddings.c.text_sha256).where(
+                    select(s.embeddings.c.item_key, column).where(
                         s.embeddings.c.set_id == set_id, s.embeddings.c.item_key.in_(chunk)
                     )
                 )
-                result.update({r.item_key: r.text_sha256 for r in rows})
+                result.update({key: value for key, value in rows})
         return result
 
     def write_embed_batch(self, set_id: int, output: pd.DataFrame) -> None:
@@ -308,16 +312,8 @@ class Store:
                 )
 
     def vectors_for_keys(self, set_id: int, keys: list[str]) -> dict[str, bytes]:
-        result: dict[str, bytes] = {}
-        with self.engine.connect() as c:
-            for chunk in _chunks(keys):
-                rows = c.execute(
-                    select(s.embeddings.c.item_key, s.embeddings.c.vector).where(
-                        s.embeddings.c.set_id == set_id, s.embeddings.c.item_key.in_(chunk)
-                    )
-                )
-                result.update({r.item_key: bytes(r.vector) for r in rows})
-        return result
+        found = self._embedding_column(set_id, keys, s.embeddings.c.vector)
+        return {key: bytes(vector) for key, vector in found.items()}
 
     def iter_vectors(self, set_id: int, chunk_rows: int) -> Iterator[pd.DataFrame]:
         """Every vector of a set, by key ranges (keyset pagination: memory stays flat)."""
