@@ -126,14 +126,16 @@ def _export_cache_key(model_dir: Path, max_length: int, quantization: str) -> st
         if file.is_file():
             stat = file.stat()
             digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
-    digest.update(f"{max_length}:{quantization}:v1".encode())
+    digest.update(f"{max_length}:{quantization}:v2".encode())
     return digest.hexdigest()[:32]
 
 
 def _export(model_dir: Path, name: str, max_length: int, quantization: str) -> EncoderArtifact:
     config = AutoConfig.from_pretrained(str(model_dir))
     transformers_logging.disable_progress_bar()
-    model = AutoModel.from_pretrained(str(model_dir)).eval()
+    # Eager attention exports the classic pattern that onnxruntime fuses into one Attention
+    # node; SDPA exports a masked pattern it leaves as separate MatMul and Softmax nodes.
+    model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
     pooled = MeanPooledEncoder(model).eval()
     tokenizer_json = (model_dir / "tokenizer.json").read_text(encoding="utf-8")
     tokenizer = Tokenizer(tokenizer_json, max_length)
