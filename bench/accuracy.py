@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import Section, Table, cached_vectors, fmt, pct, pyplot, save_figure
+from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure
+from sqlheads.report import pyplot
 
 SIZES = {
     "full": {"rt": None, "imdb": 3_000, "imdb_whole": True},

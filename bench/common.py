@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from sqlheads.report import pyplot
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 
 SCALES = ("full", "quick", "tiny")
@@ -226,16 +228,6 @@ def timer() -> Iterator[list[float]]:
         elapsed[0] = time.perf_counter() - started
 
 
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (files only, no display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def save_figure(figure, out_dir: Path, name: str) -> str:
     """Write a PNG under ``out_dir``; returns its name relative to the markdown page."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -283,18 +275,13 @@ def cached_vectors(
 
 
 def onnx_encoder(artifact, threads: int):
-    """An :class:`OnnxEncoder` over an export artifact (written once to the cache by sha256)."""
-    from sqlheads.engine.encoder import OnnxEncoder, cache_dir
+    """An :class:`OnnxEncoder` over an export artifact, through the engine's sha256 cache."""
+    from sqlheads.engine.encoder import load_encoder
 
-    path = cache_dir() / "bench" / f"{artifact.sha256[:20]}.onnx"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.with_suffix(f".{os.getpid()}.tmp")
-        staging.write_bytes(artifact.onnx)
-        staging.replace(path)  # atomic: a concurrent reader never sees half a model
-    return OnnxEncoder(
-        path,
-        artifact.tokenizer_json,
+    return load_encoder(
+        artifact.sha256,
+        onnx=artifact.onnx,
+        tokenizer_json=artifact.tokenizer_json,
         dim=artifact.dim,
         max_length=artifact.max_length,
         threads=threads,

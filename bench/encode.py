@@ -26,11 +26,11 @@ from bench.common import (
     cached_vectors,
     fmt,
     pct,
-    pyplot,
     save_figure,
     seeded_subsample,
     timer,
 )
+from sqlheads.report import pyplot
 
 BATCH_SIZE = 32
 # path -> (implementation, export quantization, batch size)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.common import Section, Table, cached_vectors, fmt, pct, pyplot, save_figure, timer
+from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure, timer
+from sqlheads.report import pyplot
 
 SIZES = {
     "full": {"rows": (10_000, 100_000, 1_000_000), "rt_rows": None},

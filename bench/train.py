@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import Section, Table, fmt, pct, pyplot, save_figure, timer
+from bench.common import Section, Table, fmt, pct, save_figure, timer
+from sqlheads.report import pyplot
 
 DIM = 384
 SEPARATION = 0.12  # centre norm against unit noise: a task neither classifier finds trivial

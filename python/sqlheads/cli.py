@@ -89,7 +89,12 @@ def _fail(error: SqlheadsError) -> None:
     raise typer.Exit(2)
 
 
-def _run(action: Callable[[], dict[str, Any]], title: str) -> None:
+def _run(
+    action: Callable[[], dict[str, Any]],
+    title: str,
+    render: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
+    """Run a command's action; print its result (``render`` for tables) or its error."""
     try:
         result = action()
     except SqlheadsError as error:
@@ -97,7 +102,10 @@ def _run(action: Callable[[], dict[str, Any]], title: str) -> None:
     except DBAPIError as error:  # the database refused: say what it said, without a traceback
         _fail(SqlheadsError(f"the database refused the operation: {error.orig}"))
     else:
-        _emit(result, title)
+        if render is not None and not options.json:
+            render(result)
+        else:
+            _emit(result, title)
 
 
 @contextmanager
@@ -281,17 +289,16 @@ def models(head: Annotated[str | None, typer.Option(help="Only this head.")] = N
         frame = host.models(_store(), head=head)
         return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
 
-    if options.json:
-        _run(action, "models")
-        return
-    try:
-        frame = host.models(_store(), head=head)
-    except SqlheadsError as error:
-        _fail(error)
-    table = Table(*frame.columns, title="model_summary")
-    for row in frame.itertuples(index=False):
-        table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row])
-    Console().print(table)
+    def render(result: dict[str, Any]) -> None:
+        records = result["models"]
+        table = Table(*(records[0] if records else []), title="model_summary")
+        for record in records:
+            table.add_row(
+                *[f"{v:.4f}" if isinstance(v, float) else str(v) for v in record.values()]
+            )
+        Console().print(table)
+
+    _run(action, "models", render)
 
 
 @app.command("drop-head")

@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 
+import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, LONG_TEXT_MODES, is_cached
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
@@ -28,19 +32,11 @@ Progress = Callable[[int, int | None], None]  # (rows just done, total rows or N
 
 def init(store: Store) -> dict[str, Any]:
     """Create or upgrade every table and view (Alembic ``upgrade head``); harmless to repeat."""
-    from alembic import command
-    from alembic.config import Config
-
-    import sqlheads_migrations
-
     config = Config()
     config.set_main_option("script_location", str(Path(sqlheads_migrations.__file__).parent))
     with store.engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
-    from alembic.runtime.migration import MigrationContext
-
-    with store.engine.connect() as connection:
         revision = MigrationContext.configure(connection).get_current_revision()
     return {"url": store.engine.url.render_as_string(hide_password=True), "revision": revision}
 

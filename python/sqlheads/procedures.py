@@ -149,13 +149,17 @@ def embed(
 # ---------------------------------------------------------------------------------------------
 
 
-def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
-    """``if-better``: deploy when nothing is deployed or the new macro-F1 is strictly higher."""
+def _check_policy(policy: str) -> None:
     if policy not in DEPLOY_POLICIES:
         raise InvalidParameterError(
             f"deploy policy {policy!r} is not one of {DEPLOY_POLICIES}: pass 'if-better', "
             "'always' or 'never'"
         )
+
+
+def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
+    """``if-better``: deploy when nothing is deployed or the new macro-F1 is strictly higher."""
+    _check_policy(policy)
     if policy == "always":
         return True
     if policy == "never":
@@ -186,8 +190,7 @@ def train(
     """
     started = time.perf_counter()
     _require_columns(input_data, TRAIN_INPUT, "labels")
-    if deploy not in DEPLOY_POLICIES:
-        decide_deploy(deploy, 0.0, None)  # raises with the message
+    _check_policy(deploy)  # before the work, not after it
     params = HeadParams(
         hidden=hidden,
         epochs=epochs,

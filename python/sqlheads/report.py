@@ -145,7 +145,7 @@ def build_report(
 # Plots
 
 
-def _pyplot():
+def pyplot():
     try:
         import matplotlib
     except ImportError:  # pragma: no cover - the report extra is missing
@@ -160,7 +160,7 @@ def _pyplot():
 
 def draw(data: ReportData, out: Path) -> dict[str, str]:
     """One PNG per figure; returns figure name -> file name (relative to the page)."""
-    plt = _pyplot()
+    plt = pyplot()
     drawers = {
         "confusion_matrix": _confusion,
         "per_class": _per_class,

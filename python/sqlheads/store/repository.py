@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import InvalidNameError, NotFoundError, QueryShapeError, SqlheadsError
@@ -191,10 +191,6 @@ class Store:
         found = self.find_encoder(values["name"])
         assert found is not None
         return found
-
-    def encoders(self) -> list[dict]:
-        with self.engine.connect() as c:
-            return [dict(r._mapping) for r in c.execute(_encoder_select())]
 
     # -- sets ----------------------------------------------------------------------------------
 
@@ -492,10 +488,6 @@ class Store:
                 )
             c.execute(insert(s.predictions), rows)
 
-    def update_model(self, model_id: int, **values: Any) -> None:
-        with self.engine.begin() as c:
-            c.execute(update(s.models).where(s.models.c.model_id == model_id).values(**values))
-
     # -- views ---------------------------------------------------------------------------------
 
     def read_view(self, name: str, **filters: Any) -> pd.DataFrame:
@@ -524,7 +516,3 @@ def _model_select():
 def _chunks(keys: list[str]) -> Iterable[list[str]]:
     for start in range(0, len(keys), KEYS_PER_STATEMENT):
         yield keys[start : start + KEYS_PER_STATEMENT]
-
-
-def row_dict(row: Row) -> dict[str, Any]:
-    return dict(row._mapping)

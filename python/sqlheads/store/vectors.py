@@ -15,11 +15,6 @@ from sqlheads.errors import DimensionMismatchError
 VECTOR_DTYPE = np.dtype("<f4")
 
 
-def pack(vector: np.ndarray) -> bytes:
-    """One vector to little-endian float32 bytes."""
-    return np.ascontiguousarray(vector, dtype=VECTOR_DTYPE).tobytes()
-
-
 def pack_rows(matrix: np.ndarray) -> list[bytes]:
     """Each row of a 2-d matrix to its bytes."""
     matrix = np.ascontiguousarray(matrix, dtype=VECTOR_DTYPE)
