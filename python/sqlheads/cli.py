@@ -21,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 
 from sqlheads import host
 from sqlheads.engine.heads import HeadParams
-from sqlheads.errors import SqlheadsError
+from sqlheads.errors import DatabaseError, NotInitialisedError, SqlheadsError
 from sqlheads.store.repository import Store
 
 app = typer.Typer(
@@ -63,7 +63,7 @@ def _store() -> Store:
     store = Store.from_url(options.url)
     if not store.is_initialised():
         if not store.is_sqlite:
-            raise SqlheadsError(
+            raise NotInitialisedError(
                 f"the database at {options.url} has no sqlheads tables: run `sqlheads init` "
                 "(or the migrations) first"
             )
@@ -100,7 +100,7 @@ def _run(
     except SqlheadsError as error:
         _fail(error)
     except DBAPIError as error:  # the database refused: say what it said, without a traceback
-        _fail(SqlheadsError(f"the database refused the operation: {error.orig}"))
+        _fail(DatabaseError(f"the database refused the operation: {error.orig}"))
     else:
         if render is not None and not options.json:
             render(result)

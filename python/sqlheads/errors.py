@@ -8,7 +8,11 @@ from __future__ import annotations
 
 
 class SqlheadsError(Exception):
-    """Base class; ``number`` is the T-SQL error number (50000 + n)."""
+    """Base class; ``number`` is the T-SQL error number (50000 + n).
+
+    50000 itself is only the base: every error sqlheads raises has its own number, so that a
+    bare 50000 (THROW's default for RAISERROR without a number) is never one of ours.
+    """
 
     number = 50000
 
@@ -86,6 +90,36 @@ class InvalidParameterError(SqlheadsError):
     number = 50012
 
 
+class DatabaseError(SqlheadsError):
+    """The database refused a statement (permission, constraint, connection): what it said."""
+
+    number = 50013
+
+
+class NotInitialisedError(SqlheadsError):
+    """A database without sqlheads' tables, or not at the revision this package needs."""
+
+    number = 50014
+
+
+class InUseError(SqlheadsError):
+    """An object that other objects still use (a set with heads trained on it)."""
+
+    number = 50015
+
+
+class BusyError(SqlheadsError):
+    """Another session holds the set or head (its lock was not granted in time)."""
+
+    number = 50016
+
+
+class InTransactionError(SqlheadsError):
+    """A procedure that commits on its own, called inside the caller's open transaction."""
+
+    number = 50017
+
+
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,
@@ -99,4 +133,9 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderNotCachedError,
     ExportParityError,
     InvalidParameterError,
+    DatabaseError,
+    NotInitialisedError,
+    InUseError,
+    BusyError,
+    InTransactionError,
 )

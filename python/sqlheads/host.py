@@ -20,11 +20,11 @@ from alembic.runtime.migration import MigrationContext
 
 import sqlheads_migrations
 from sqlheads import procedures
-from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, LONG_TEXT_MODES, is_cached
+from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import Encoder, Store, validate_name
 
-DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
+DEFAULT_ENCODER = procedures.DEFAULT_ENCODER  # decided once, in procedures (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
 
 Progress = Callable[[int, int | None], None]  # (rows just done, total rows or None)
@@ -125,12 +125,11 @@ def embed(
     """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally."""
     started = time.perf_counter()
     validate_name("set", set_name)
-    if long_text is not None and long_text not in LONG_TEXT_MODES:
-        raise InvalidParameterError(
-            f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass window or truncate"
-        )
-    if batch_rows < 1:
-        raise InvalidParameterError(f"batch_rows {batch_rows} must be at least 1")
+    # The same bounds and spellings as heads.embed: both read procedures.SETTINGS.
+    if long_text is not None:
+        long_text = procedures.choice("long_text", long_text)
+    batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
+    batch_size = procedures.bounded("embed.batch_size", batch_size)
     embedding_set = store.find_set(set_name)
     if embedding_set is None:
         chosen = _resolve_encoder(store, encoder)
@@ -226,13 +225,17 @@ def train(
             "kind": "mlp_head",
             "set_id": embedding_set.set_id,
             "encoder_id": set_encoder.encoder_id,
-            **{c: result[c] for c in procedures.TRAIN_OUTPUT if c != "deploy"},
+            **{
+                c: result[c]
+                for c in procedures.TRAIN_OUTPUT
+                if c not in ("deploy", "deploy_reason")
+            },
             "rows_train": int(result["rows_train"]),
             "rows_test": int(result["rows_test"]),
         }
     )
     if bool(result["deploy"]):
-        store.deploy(head, model.model_id, f"trained ({deploy})")
+        store.deploy(head, model.model_id, result["deploy_reason"])
     return {
         "head": head,
         "version": model.version,
@@ -309,7 +312,7 @@ def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
 def deploy(store: Store, *, head: str, version: int) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
     model = store.find_model(head, version)
-    store.deploy(head, model.model_id, "deployed by hand")
+    store.deploy(head, model.model_id, procedures.REASON_BY_HAND)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
@@ -325,7 +328,7 @@ def roll_back(store: Store, *, head: str) -> dict[str, Any]:
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, "roll-back")
+    store.deploy(head, previous, procedures.REASON_ROLL_BACK)
     model = store.model_by_id(previous)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 

@@ -14,24 +14,100 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
+import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine.encoder import load_encoder
+from sqlheads.engine.encoder import LONG_TEXT_MODES, load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.errors import (
     InvalidParameterError,
     MissingEmbeddingsError,
     QueryShapeError,
+    SqlheadsError,
 )
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 DEPLOY_POLICIES = ("if-better", "always", "never")
+DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
+# Why a version was deployed: one row of deployments each, the same words on both hosts.
+REASON_BY_HAND = "deployed by hand"
+REASON_ROLL_BACK = "roll-back"
+
+
+def deploy_reason(policy: str) -> str:
+    """The reason recorded when ``train`` deploys the version it made under ``policy``."""
+    return f"trained ({policy})"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One parameter's policy: its default, its allowed values or its bounds.
+
+    Decided here, once. The embedded host checks against it; on SQL Server the migrations
+    copy :data:`SETTINGS` into ``heads.settings``, which the procedures read instead of
+    restating a value (``heads.setting_choice``, ``heads.setting_int``).
+    """
+
+    default: str | int | None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+SETTINGS: dict[str, Setting] = {
+    "encoder": Setting(DEFAULT_ENCODER),
+    "long_text": Setting(LONG_TEXT_MODES[0], choices=LONG_TEXT_MODES),
+    "deploy": Setting(DEPLOY_POLICIES[0], choices=DEPLOY_POLICIES),
+    "embed.batch_rows": Setting(1000, minimum=1, maximum=1_000_000),
+    "embed.batch_size": Setting(32, minimum=1, maximum=4096),
+    "predict.batch_rows": Setting(10_000, minimum=1, maximum=1_000_000),
+    "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
+    "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
+    "reason.by_hand": Setting(REASON_BY_HAND),
+    "reason.roll_back": Setting(REASON_ROLL_BACK),
+}
+
+
+def choice(name: str, value: str | None) -> str:
+    """The canonical spelling of a choice (case and surrounding blanks ignored), or its default.
+
+    The one place where ``'WINDOW '`` becomes ``'window'``: T-SQL finds the same canonical
+    value in ``heads.settings``, so a set never stores a spelling Python would later refuse.
+    """
+    setting = SETTINGS[name]
+    if value is None:
+        return str(setting.default)
+    wanted = str(value).strip().lower()
+    for allowed in setting.choices:
+        if allowed.lower() == wanted:
+            return allowed
+    raise InvalidParameterError(
+        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass one of them"
+    )
+
+
+def bounded(name: str, value: int | None) -> int:
+    """``value`` within the setting's bounds, or its default when ``None``."""
+    setting = SETTINGS[name]
+    if value is None:
+        return int(setting.default)  # type: ignore[arg-type]
+    if (setting.minimum is not None and value < setting.minimum) or (
+        setting.maximum is not None and value > setting.maximum
+    ):
+        raise InvalidParameterError(
+            f"{name} {value} is out of range: pass a value between {setting.minimum} and "
+            f"{setting.maximum}"
+        )
+    return int(value)
+
 
 EMBED_INPUT = ("item_key", "text")  # plus, optionally, stored_sha256
 EMBED_OUTPUT = ("item_key", "text_sha256", "vector", "windows", "reject_reason")
@@ -50,6 +126,7 @@ TRAIN_OUTPUT = (
     "sha256",
     "onnx",
     "deploy",
+    "deploy_reason",
 )
 PREDICT_INPUT = ("item_key", "vector")
 PREDICT_OUTPUT = ("item_key", "label", "score", "probabilities_json")
@@ -99,6 +176,7 @@ def embed(
     cache by ``encoder_sha256``; its bytes need passing only when the cache lacks it.
     """
     _require_columns(input_data, EMBED_INPUT, "source")
+    long_text = choice("long_text", long_text)
     keys = _keys(input_data["item_key"])
     texts = input_data["text"].tolist()
     stored = (
@@ -190,7 +268,7 @@ def train(
     """
     started = time.perf_counter()
     _require_columns(input_data, TRAIN_INPUT, "labels")
-    _check_policy(deploy)  # before the work, not after it
+    deploy = choice("deploy", deploy)  # before the work, not after it
     params = HeadParams(
         hidden=hidden,
         epochs=epochs,
@@ -253,6 +331,7 @@ def train(
                 "sha256": hashlib.sha256(blob).hexdigest(),
                 "onnx": head.to_onnx(),
                 "deploy": decide_deploy(deploy, metrics["macro_f1"], deployed_macro_f1),
+                "deploy_reason": deploy_reason(deploy),
             }
         ],
         columns=list(TRAIN_OUTPUT),
@@ -306,32 +385,157 @@ def predict(input_data: pd.DataFrame, *, model_sha256: str, model_blob: bytes) -
 # ---------------------------------------------------------------------------------------------
 # SQL Server's door: the one function every ``@script`` in sql/ calls.
 
+DECIDE_INPUT = ("new_macro_f1", "deployed_macro_f1")
+DECIDE_OUTPUT = ("deploy", "deploy_reason")
+
+
+def decide(input_data: pd.DataFrame, *, deploy: str = "if-better") -> pd.DataFrame:
+    """The deploy decision again, for a training whose deployed version changed meanwhile.
+
+    ``heads.train`` trains outside its write transaction; if another session deployed a
+    version while it trained, the decision made against the old one is stale, and T-SQL asks
+    Python again rather than restating :func:`decide_deploy` (one row in, one row out).
+    """
+    _require_columns(input_data, DECIDE_INPUT, "decide input")
+    policy = choice("deploy", deploy)
+    row = input_data.iloc[0]
+    deployed = row["deployed_macro_f1"]
+    deployed_f1 = None if deployed is None or pd.isna(deployed) else float(deployed)
+    decision = decide_deploy(policy, float(row["new_macro_f1"]), deployed_f1)
+    return pd.DataFrame([[decision, deploy_reason(policy)]], columns=list(DECIDE_OUTPUT))
+
+
 SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]] = {
     "embed": (embed, EMBED_OUTPUT),
     "train": (train, TRAIN_OUTPUT),
     "predict": (predict, PREDICT_OUTPUT),
+    "decide": (decide, DECIDE_OUTPUT),
 }
+
+# The Python type of each output column, as Machine Learning Services maps it onto the
+# procedure's WITH RESULT SETS types ("Python and SQL data types", Microsoft Learn:
+# learn.microsoft.com/sql/machine-learning/python/python-libraries-and-data-types): str ->
+# nvarchar/char, bytes -> varbinary, int32 -> int, float64 -> float, bool -> bit. A test
+# holds every WITH RESULT SETS clause of sql/ to these.
+RESULT_TYPES: dict[str, dict[str, str]] = {
+    "embed": {
+        "item_key": "str",
+        "text_sha256": "str",
+        "vector": "bytes",
+        "windows": "int",
+        "reject_reason": "str",
+    },
+    "train": {
+        "classes_json": "str",
+        "params_json": "str",
+        "metrics_json": "str",
+        "loss_curve_json": "str",
+        "accuracy": "float",
+        "macro_f1": "float",
+        "rows_train": "int",
+        "rows_test": "int",
+        "seconds": "float",
+        "blob": "bytes",
+        "sha256": "str",
+        "onnx": "bytes",
+        "deploy": "bool",
+        "deploy_reason": "str",
+    },
+    "predict": {"item_key": "str", "label": "str", "score": "float", "probabilities_json": "str"},
+    "decide": {"deploy": "bool", "deploy_reason": "str"},
+}
+
+# What a NULL becomes where a result column must keep its type: an all-rejected embed batch
+# still returns bytes in ``vector`` (b"", never stored: T-SQL keeps only rows without a
+# reject_reason), and ``windows`` is 0 for a rejected row rather than NaN, which would turn
+# the column into float.
+_FILL = {"int": 0, "float": 0.0, "bool": False, "str": "", "bytes": b""}
+_DTYPE = {"int": "int32", "float": "float64", "bool": "bool", "str": "object", "bytes": "object"}
+
+
+def typed_frame(frame: pd.DataFrame | None, types: Mapping[str, str]) -> pd.DataFrame:
+    """``frame`` with exactly the declared columns, each of its declared Python type.
+
+    ``None`` gives a placeholder row (error paths): a frame whose types SQL Server cannot
+    infer from zero rows never reaches it, and the procedure throws before it reads the row.
+    """
+    if frame is None:
+        frame = pd.DataFrame([{c: _FILL[kind] for c, kind in types.items()}])
+    columns = {}
+    for column, kind in types.items():
+        values = frame[column]
+        if kind in ("int", "bool", "bytes"):
+            values = values.map(lambda v, k=kind: _FILL[k] if v is None or v is pd.NA else v)
+            values = values.map(
+                lambda v, k=kind: _FILL[k] if isinstance(v, float) and math.isnan(v) else v
+            )
+        if kind == "bytes":
+            values = values.map(bytes)
+        columns[column] = values.astype(_DTYPE[kind]).reset_index(drop=True)
+    return pd.DataFrame(columns, columns=list(types))
+
+
+def sql_server_parameters(
+    function: Callable[..., pd.DataFrame], params: Mapping[str, object]
+) -> dict[str, object]:
+    """Scalars as ``sp_execute_external_script`` hands them over, made what Python expects.
+
+    A T-SQL NULL may arrive as ``None`` or as ``NaN`` (a float), and an ``int`` as a float or
+    a NumPy scalar. NULL means "the default" (the parameter is left out, so the function's own
+    default applies: one place decides it); an integral float for an ``int`` parameter becomes
+    an int, so that validation and ``if-better`` see the values the caller meant.
+    """
+    import inspect
+
+    signature = inspect.signature(function).parameters
+    arguments: dict[str, object] = {}
+    for name, value in params.items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        annotation = str(signature[name].annotation)
+        if (
+            isinstance(value, float)
+            and value.is_integer()
+            and "int" in annotation
+            and "float" not in annotation
+        ):
+            value = int(value)
+        arguments[name] = value
+    return arguments
+
+
+def server_cache_dir() -> str:
+    """The encoder cache of the server's runtime: ``SQLHEADS_CACHE`` or the platform's folder.
+
+    Decided in Python rather than by T-SQL reading ``sys.dm_os_host_info``, which on SQL Server
+    2022 needs VIEW SERVER PERFORMANCE STATE that an analyst does not hold (Microsoft Learn,
+    sys.dm_os_host_info, "Permissions").
+    """
+    configured = os.environ.get("SQLHEADS_CACHE")
+    if configured:
+        return configured
+    if sys.platform == "win32":
+        return r"C:\ProgramData\sqlheads\cache"
+    return "/var/opt/mssql/sqlheads/cache"
 
 
 def sql_server_call(
-    verb: str, input_data: pd.DataFrame, cache_dir: str | None = None, **params: object
+    verb: str, input_data: pd.DataFrame, **params: object
 ) -> tuple[pd.DataFrame, int, str]:
     """Run ``verb`` for ``sp_execute_external_script``: ``(OutputDataSet, number, message)``.
 
     A :class:`~sqlheads.errors.SqlheadsError` does not escape into SQL Server (which would
     report every failure as error 39004 and lose its number): it comes back as output
-    parameters, with an empty ``OutputDataSet`` of the verb's columns, so that the procedure
-    can ``THROW`` the same number and message (and, on 50009, retry with the encoder's bytes).
-    ``cache_dir`` points the encoder cache at a folder the server's sandbox may write.
+    parameters, with a typed placeholder ``OutputDataSet``, so that the procedure can
+    ``THROW`` the same number and message (and, on 50009, retry with the encoder's bytes).
     """
-    import os
-
-    from sqlheads.errors import SqlheadsError
-
-    function, columns = SQL_SERVER_VERBS[verb]
-    if cache_dir:
-        os.environ["SQLHEADS_CACHE"] = cache_dir
+    function, _ = SQL_SERVER_VERBS[verb]
+    types = RESULT_TYPES[verb]
+    os.environ["SQLHEADS_CACHE"] = server_cache_dir()
     try:
-        return function(input_data, **params), 0, ""
+        output = function(input_data, **sql_server_parameters(function, params))
+        return typed_frame(output, types), 0, ""
     except SqlheadsError as error:
-        return pd.DataFrame(columns=list(columns)), error.number, error.message[:2000]
+        return typed_frame(None, types), error.number, error.message[:2000]

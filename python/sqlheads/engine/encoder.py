@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -118,7 +119,7 @@ class OnnxEncoder:
 
     def __init__(
         self,
-        onnx_path: str | Path,
+        onnx_path: str | Path | bytes,
         tokenizer_json: str,
         *,
         dim: int,
@@ -130,9 +131,9 @@ class OnnxEncoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(
-            str(onnx_path), options, providers=["CPUExecutionProvider"]
-        )
+        # bytes: a model kept in memory where the cache folder is not writable
+        model = onnx_path if isinstance(onnx_path, bytes) else str(onnx_path)
+        self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer(tokenizer_json, max_length)
         self.dim = dim
         self.max_length = max_length
@@ -225,17 +226,24 @@ def load_encoder(
 ) -> OnnxEncoder:
     """The encoder with this sha256, from memory, the disk cache, or the bytes passed.
 
-    Raises :class:`EncoderNotCachedError` when the cache lacks it and no bytes were passed: the
-    caller (a T-SQL procedure) then calls again with the blob.
+    A copy on disk is used only if it still hashes to ``sha256``: the folder is shared by every
+    user of the server's scripts, so it is verified, not trusted. A folder the process may not
+    write (SQL Server's sandbox runs scripts as another user) is not an error: the encoder is
+    then built from the bytes in memory, for this process only.
+
+    Raises :class:`EncoderNotCachedError` when no verified copy is at hand and no bytes were
+    passed: the caller (a T-SQL procedure) then calls again with the blob.
     """
     key = (sha256, threads)
     if key in _loaded:
         return _loaded[key]
     folder = cached_encoder_path(sha256)
-    if not is_cached(sha256):
+    cached = _verified_cache(folder, sha256)
+    if cached is None:
         if onnx is None or tokenizer_json is None or dim is None or max_length is None:
             raise EncoderNotCachedError(
-                f"encoder {sha256[:12]} is not in the cache at {folder}: pass its bytes"
+                f"encoder {sha256[:12]} is not in the cache at {folder} (or its copy there "
+                "does not match its sha256): pass its bytes"
             )
         actual = encoder_sha256(onnx, tokenizer_json)
         if actual != sha256:
@@ -243,14 +251,38 @@ def load_encoder(
                 f"encoder bytes hash to {actual[:12]}, not {sha256[:12]}: the stored blob is "
                 "corrupt; register the encoder again"
             )
-        write_cache_dir(folder, onnx, tokenizer_json, {"dim": dim, "max_length": max_length})
-    meta = json.loads((folder / "meta.json").read_text())
+        meta = {"dim": dim, "max_length": max_length}
+        try:
+            _replace_cache_dir(folder, onnx, tokenizer_json, meta)
+            model: str | bytes | Path = folder / "model.onnx"
+        except OSError:
+            model = onnx  # not writable here: this process keeps it in memory
+    else:
+        model, tokenizer_json, meta = cached
     encoder = OnnxEncoder(
-        folder / "model.onnx",
-        (folder / "tokenizer.json").read_text(encoding="utf-8"),
-        dim=meta["dim"],
-        max_length=meta["max_length"],
-        threads=threads,
+        model, tokenizer_json, dim=meta["dim"], max_length=meta["max_length"], threads=threads
     )
     _loaded[key] = encoder
     return encoder
+
+
+def _verified_cache(folder: Path, sha256: str) -> tuple[Path, str, dict] | None:
+    """``(model path, tokenizer JSON, meta)`` if the folder holds bytes hashing to ``sha256``."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        tokenizer_json = (folder / "tokenizer.json").read_text(encoding="utf-8")
+        onnx = (folder / "model.onnx").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if encoder_sha256(onnx, tokenizer_json) != sha256:
+        return None
+    return folder / "model.onnx", tokenizer_json, meta
+
+
+def _replace_cache_dir(folder: Path, onnx: bytes, tokenizer_json: str, meta: dict) -> None:
+    """Write the cache folder, first moving aside a copy that failed verification."""
+    if folder.exists():
+        stale = folder.with_name(f"{folder.name}.stale-{os.getpid()}")
+        folder.rename(stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    write_cache_dir(folder, onnx, tokenizer_json, meta)

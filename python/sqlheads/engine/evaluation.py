@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
-from sklearn.model_selection import train_test_split
 
 from sqlheads.errors import InvalidParameterError, TooFewRowsError
 
@@ -40,6 +38,10 @@ def stratified_split(
             f"{len(keys)} labelled rows cannot hold {len(classes)} classes on both sides of a "
             f"{test_fraction:.0%} split: label more rows or change --test-fraction"
         )
+    # scikit-learn is imported here, not at module level: SQL Server starts a fresh Python for
+    # every predict batch, which must not pay for importing it (issue 10, point 18).
+    from sklearn.model_selection import train_test_split
+
     order = np.argsort(keys, kind="stable")
     _, test_positions = train_test_split(
         order, test_size=n_test, random_state=seed, stratify=labels[order]
@@ -57,6 +59,8 @@ def classification_metrics(
     The matrix's rows are true classes and its columns predicted ones, both in ``classes``
     order.
     """
+    from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+
     classes = list(classes)
     precision, recall, f1, support = precision_recall_fscore_support(
         y_true, y_pred, labels=classes, zero_division=0

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads.errors import InvalidNameError, NotFoundError, QueryShapeError, SqlheadsError
+from sqlheads.errors import InUseError, InvalidNameError, NotFoundError, QueryShapeError
 from sqlheads.store import schema as s
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -246,7 +246,7 @@ class Store:
                 }
             )
             if heads:
-                raise SqlheadsError(
+                raise InUseError(
                     f"set {name!r} has models of head(s) {', '.join(heads)}: drop those heads "
                     "first (`sqlheads drop-head --head NAME`)"
                 )
