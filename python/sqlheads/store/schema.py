@@ -158,6 +158,9 @@ predictions = Table(
     Column("probabilities_json", UnicodeText, nullable=False),
     Column("predicted_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("model_id", "set_id", "item_key"),
+    # drop_set deletes a set's predictions by set_id, which the key does not lead with
+    # (migration 0003).
+    Index(None, "set_id"),
 )
 
 # The numbers behind the report's plots, one row a point, so that a BI tool can draw them too:

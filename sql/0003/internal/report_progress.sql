@@ -1,0 +1,34 @@
+-- heads.report_progress: one line in SSMS's Messages tab, sent at once (RAISERROR ... WITH
+-- NOWAIT, severity 0): rows done of total, rows per second and the time left, or @note. Only
+-- when the caller passed @progress = 1 (the default, for SSMS): a message sent before the
+-- result row gives ODBC clients an empty first result and the row only on nextset()
+-- (mkleehammer/pyodbc#673, microsoft/mssql-python#612), so programs pass @progress = 0.
+CREATE OR ALTER PROCEDURE heads.report_progress
+    @progress bit,
+    @what nvarchar(64),
+    @done bigint = NULL,
+    @total bigint = NULL,
+    @started datetime2(3) = NULL,
+    @note nvarchar(400) = NULL
+AS
+BEGIN
+    SET NOCOUNT ON;
+    IF COALESCE(@progress, 0) = 0 RETURN;
+    DECLARE @seconds float = DATEDIFF_BIG(MILLISECOND, @started, SYSUTCDATETIME()) / 1000.0;
+    DECLARE @rate float = CASE WHEN @seconds > 0 THEN @done / @seconds END;
+    DECLARE @left nvarchar(32) = CASE
+        WHEN @rate > 0 AND @total >= @done
+            THEN CONVERT(nvarchar(32), CAST((@total - @done) / @rate AS bigint)) + N' s'
+        ELSE N'?'
+    END;
+    DECLARE @line nvarchar(400) = COALESCE(
+        @what + N': ' + @note,
+        CONCAT(
+            @what, N': ', @done, N' of ', COALESCE(CONVERT(nvarchar(32), @total), N'?'),
+            N' rows, ', COALESCE(CONVERT(nvarchar(32), CAST(@rate AS decimal(18, 1))), N'?'),
+            N' rows/s, ', @left, N' left'
+        )
+    );
+    RAISERROR (N'%s', 0, 1, @line) WITH NOWAIT;
+END;
+GO
