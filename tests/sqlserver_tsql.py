@@ -41,7 +41,9 @@ def external_calls() -> list[ExternalCall]:
     calls = []
     for path in sqlheads_sql.object_files():
         text = path.read_text()
-        if "sp_execute_external_script" not in text:
+        if (
+            "EXEC sys.sp_execute_external_script" not in text
+        ):  # what heads.sign_external_scripts signs
             continue
         script = re.search(r"@script\s*=\s*" + LITERAL, text)
         query = re.search(r"@input_data_1\s*=\s*" + LITERAL, text)

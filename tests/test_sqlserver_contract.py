@@ -18,11 +18,13 @@ from sqlserver_tsql import (
 )
 
 from sqlheads import procedures
-from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ERRORS
 from sqlheads.store import schema
 
-PUBLIC = sorted((ROOT / "sql" / "procedures").glob("*.sql"))
+# The procedures analysts and admins call, as they stand at the newest revision.
+PUBLIC = sorted(
+    (p for p in sqlheads_sql.object_files() if p.parent.name == "procedures"), key=lambda p: p.stem
+)
 README = (ROOT / "README.md").read_text()
 BLOCK = README[README.index("<!-- sqlserver:begin -->") : README.index("<!-- sqlserver:end -->")]
 
@@ -51,32 +53,52 @@ def test_readme_parameters_match_the_procedure(path: Path) -> None:
     assert readme_reference()[path.stem] == actual
 
 
-def test_train_defaults_are_the_python_defaults() -> None:
-    defaults = {p.name: p.default for p in procedure_parameters(ROOT / "sql/procedures/train.sql")}
-    head = HeadParams()
-    assert int(defaults["epochs"]) == head.epochs
-    assert float(defaults["lr"]) == head.lr
-    assert float(defaults["weight_decay"]) == head.weight_decay
-    assert defaults["batch_size"] == "NULL" and head.batch_size is None
-    assert float(defaults["dropout"]) == head.dropout
-    assert int(defaults["seed"]) == head.seed
-    assert defaults["hidden"] == "NULL" and head.hidden is None
-    assert defaults["deploy"].strip("'") == procedures.DEPLOY_POLICIES[0]
-    assert float(defaults["test_fraction"]) == 0.2
+def test_python_decides_every_default() -> None:
+    """A parameter whose default is policy is NULL in T-SQL: Python (or heads.settings, written
+    from Python) decides it, so the two hosts cannot drift (issue 10, point 20)."""
+    python_decided = {
+        "train": {
+            "deploy",
+            "hidden",
+            "epochs",
+            "lr",
+            "weight_decay",
+            "batch_size",
+            "dropout",
+            "test_fraction",
+            "seed",
+            "lock_timeout_ms",
+        },
+        "embed": {"encoder", "long_text", "batch_rows", "batch_size", "threads", "lock_timeout_ms"},
+        "predict": {"version", "keys", "batch_rows", "lock_timeout_ms"},
+        "drop_set": {"batch_rows", "lock_timeout_ms"},
+        "deploy": {"lock_timeout_ms"},
+        "roll_back": {"lock_timeout_ms"},
+        "drop_head": {"lock_timeout_ms"},
+    }
+    for path in PUBLIC:
+        defaults = {p.name: p.default for p in procedure_parameters(path)}
+        for name in python_decided[path.stem]:
+            assert defaults[name] == "NULL", f"heads.{path.stem} @{name} = {defaults[name]}"
+        literal = {n: d for n, d in defaults.items() if d not in (None, "NULL")}
+        assert set(literal) <= {"progress"}, f"heads.{path.stem} restates defaults: {literal}"
 
 
 def test_every_error_number_is_documented() -> None:
     documented = {int(n) for n in re.findall(r"^\| (5\d{4}) \|", BLOCK, re.M)}
     thrown = set()
-    for path in sqlheads_sql.all_files():
+    for path in [ROOT / "sql" / "setup.sql", *sqlheads_sql.object_files()]:
         thrown |= {int(n) for n in re.findall(r"THROW\s+(5\d{4})", path.read_text())}
     assert thrown <= documented
-    assert {error.number for error in ERRORS} <= documented
+    assert 50000 not in thrown, "50000 means nothing in particular: give the error its number"
+    assert {error.number for error in ERRORS} - {50000} <= documented
 
 
 # -- tables and columns ----------------------------------------------------------------------
 
 TABLES = {t.name: {c.name for c in t.columns} for t in schema.metadata.sorted_tables}
+# SQL Server only (migration 0003): Python's policy, copied by every migration.
+TABLES["settings"] = {"name", "default_value", "choices", "minimum", "maximum"}
 VIEWS = {name: list(build().selected_columns.keys()) for name, build in schema.VIEWS.items()}
 OBJECTS = {sqlheads_sql.object_name(p)[1] for p in sqlheads_sql.object_files()}
 
@@ -139,7 +161,8 @@ def test_named_tables_and_columns_exist(path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_view_columns_are_the_metadata_views(name: str) -> None:
-    sql = strip_comments_and_strings((ROOT / "sql" / "views" / f"{name}.sql").read_text())
+    views = {p.stem: p for p in sqlheads_sql.object_files() if p.parent.name == "views"}
+    sql = strip_comments_and_strings(views[name].read_text())
     select_list = re.search(r"AS\s+SELECT\s+(.*?)\s+FROM heads\.", sql, re.S).group(1)
     assert select_list_names(select_list) == VIEWS[name]
 

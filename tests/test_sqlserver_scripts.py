@@ -17,8 +17,30 @@ from sqlheads import procedures
 from sqlheads.store.vectors import pack_rows
 
 CALLS = {call.path.stem: call for call in external_calls()}
-VERBS = {"embed_batch": "embed", "train_run": "train", "predict_batch": "predict"}
-INPUTS = {"embed": procedures.EMBED_INPUT, "train": procedures.TRAIN_INPUT}
+VERBS = {
+    "embed_batch": "embed",
+    "train_run": "train",
+    "predict_batch": "predict",
+    "decide_run": "decide",
+}
+INPUTS = {
+    "embed": procedures.EMBED_INPUT,
+    "train": procedures.TRAIN_INPUT,
+    "predict": procedures.PREDICT_INPUT,
+    "decide": procedures.DECIDE_INPUT,
+}
+OUTPUTS = {verb: function[1] for verb, function in procedures.SQL_SERVER_VERBS.items()}
+# WITH RESULT SETS types -> the Python type sql_server_call must hand over for them
+# ("Python and SQL data types", Microsoft Learn).
+SQL_TO_PYTHON = {
+    "int": "int",
+    "float": "float",
+    "bit": "bool",
+    "nvarchar": "str",
+    "varchar": "str",
+    "char": "str",
+    "varbinary": "bytes",
+}
 
 
 def test_every_verb_has_one_external_call() -> None:
@@ -54,19 +76,33 @@ def test_script_only_imports_and_calls(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(VERBS))
 def test_input_query_yields_the_functions_input(name: str) -> None:
     columns, _ = input_columns(CALLS[name].input_query)
-    verb = VERBS[name]
-    needed = {"embed": procedures.EMBED_INPUT, "train": procedures.TRAIN_INPUT}.get(
-        verb, procedures.PREDICT_INPUT
-    )
-    assert set(needed) <= set(columns)
+    assert set(INPUTS[VERBS[name]]) <= set(columns)
 
 
 @pytest.mark.parametrize("name", sorted(VERBS))
 def test_result_sets_are_the_functions_output(name: str) -> None:
-    output = {"embed": procedures.EMBED_OUTPUT, "train": procedures.TRAIN_OUTPUT}.get(
-        VERBS[name], procedures.PREDICT_OUTPUT
-    )
-    assert [c for c, _ in CALLS[name].result_columns] == list(output)
+    assert [c for c, _ in CALLS[name].result_columns] == list(OUTPUTS[VERBS[name]])
+
+
+@pytest.mark.parametrize("name", sorted(VERBS))
+def test_result_set_types_are_the_python_types(name: str) -> None:
+    declared = {c: SQL_TO_PYTHON[kind.split("(")[0]] for c, kind in CALLS[name].result_columns}
+    assert declared == procedures.RESULT_TYPES[VERBS[name]]
+
+
+def assert_typed(frame: pd.DataFrame, verb: str) -> None:
+    """Every column of an OutputDataSet holds the Python type its result-set column needs."""
+    python = {"int": int, "float": float, "bool": bool, "str": str, "bytes": bytes}
+    dtypes = {"int": "int32", "float": "float64", "bool": "bool"}
+    for column, kind in procedures.RESULT_TYPES[verb].items():
+        if kind in dtypes:
+            assert str(frame[column].dtype) == dtypes[kind], (column, frame[column].dtype)
+        values = [v for v in frame[column] if v is not None]
+        if kind == "bytes":
+            assert len(values) == len(frame), f"{column}: NULL bytes"
+        assert all(
+            isinstance(v, python[kind] if kind in ("str", "bytes") else object) for v in values
+        ), column
 
 
 def run_script(call: ExternalCall, input_data: pd.DataFrame, **values: object) -> dict:
@@ -101,6 +137,7 @@ TRAIN_DEFAULTS = dict(
     deploy="if-better",
     deployed_macro_f1=None,
 )
+NAN = float("nan")
 
 
 def test_train_then_predict_scripts() -> None:
@@ -111,8 +148,10 @@ def test_train_then_predict_scripts() -> None:
     train_input = pd.DataFrame({"item_key": keys, "label": labels, "vector": packed})
     trained = run_script(CALLS["train_run"], train_input, dim=dim, **TRAIN_DEFAULTS)
     assert trained["error_number"] == 0 and trained["error_message"] == ""
+    assert_typed(trained["OutputDataSet"], "train")
     row = trained["OutputDataSet"].iloc[0]
     assert row["macro_f1"] > 0.8 and bool(row["deploy"]) is True
+    assert row["deploy_reason"] == procedures.deploy_reason("if-better")
     assert hashlib.sha256(row["blob"]).hexdigest() == row["sha256"]
 
     predict_input = pd.DataFrame(
@@ -123,6 +162,7 @@ def test_train_then_predict_scripts() -> None:
     )
     assert scored["error_number"] == 0
     out = scored["OutputDataSet"]
+    assert_typed(out, "predict")
     assert len(out) == 50 and set(out["label"]) <= {"good", "bad"}
     assert (out["score"] >= 0.5).all()
 
@@ -139,7 +179,10 @@ def test_train_error_comes_back_with_its_number() -> None:
     )
     result = run_script(CALLS["train_run"], one_class, dim=dim, **TRAIN_DEFAULTS)
     assert result["error_number"] == 50004
-    assert result["OutputDataSet"].empty
+    # Not an untyped empty frame: one typed placeholder row, which the procedure never reads
+    # (it THROWs first), so SQL Server sees the result-set types even on the error path.
+    assert len(result["OutputDataSet"]) == 1
+    assert_typed(result["OutputDataSet"], "train")
     missing = one_class.assign(vector=[None] * 20)
     result = run_script(CALLS["train_run"], missing, dim=dim, **TRAIN_DEFAULTS)
     assert result["error_number"] == 50006 and "embed" in result["error_message"]
@@ -156,20 +199,76 @@ def test_predict_refuses_a_corrupt_blob() -> None:
 
 
 def test_embed_asks_for_the_encoder_bytes_when_not_cached(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("SQLHEADS_CACHE", str(tmp_path))
+    monkeypatch.setenv("SQLHEADS_CACHE", str(tmp_path / "cache"))
     batch = pd.DataFrame(
         {"item_key": ["1", "2"], "text": ["a good film", None], "stored_sha256": [None, None]}
     )
     result = run_script(
-        CALLS["embed_batch"],
-        batch,
-        encoder_sha256="f" * 64,
-        long_text="window",
-        batch_size=32,
-        cache_dir=str(tmp_path / "cache"),
+        CALLS["embed_batch"], batch, encoder_sha256="f" * 64, long_text="window", batch_size=32
     )
     assert result["error_number"] == 50009
-    assert result["OutputDataSet"].empty
+    assert_typed(result["OutputDataSet"], "embed")
+
+
+def test_null_parameters_arrive_as_nan_and_still_mean_the_default() -> None:
+    """ML Services may hand a T-SQL NULL to Python as NaN and an int as a float (point 4):
+    the default heads.train (every hyper-parameter NULL, nothing deployed) must still train and
+    deploy its first version, and an 'IF-BETTER ' spelling must be read as if-better."""
+    dim = 8
+    vectors, labels = _vectors(200, dim)
+    train_input = pd.DataFrame(
+        {"item_key": [f"k{i}" for i in range(200)], "label": labels, "vector": pack_rows(vectors)}
+    )
+    nulls = {name: NAN for name in TRAIN_DEFAULTS}
+    result = run_script(
+        CALLS["train_run"],
+        train_input,
+        **nulls | {"dim": float(dim), "epochs": 5.0, "deploy": " IF-BETTER "},
+    )
+    assert result["error_number"] == 0, result["error_message"]
+    row = result["OutputDataSet"].iloc[0]
+    assert bool(row["deploy"]) is True and row["deploy_reason"] == "trained (if-better)"
+    params = __import__("json").loads(row["params_json"])
+    assert params["epochs"] == 5 and isinstance(params["epochs"], int)
+    assert params["seed"] == 0 and params["test_fraction"] == 0.2  # Python's defaults
+
+
+def test_sql_server_parameters_normalise_nan_and_integral_floats() -> None:
+    arguments = procedures.sql_server_parameters(
+        procedures.train,
+        {"dim": np.float64(8.0), "hidden": NAN, "lr": 1.0, "epochs": np.int64(3), "seed": None},
+    )
+    assert arguments == {"dim": 8, "lr": 1.0, "epochs": 3}
+    assert type(arguments["dim"]) is int and type(arguments["lr"]) is float
+
+
+def test_decide_script_says_whether_to_deploy() -> None:
+    ask = pd.DataFrame({"new_macro_f1": [0.8, 0.8], "deployed_macro_f1": [0.9, NAN]})
+    worse = run_script(CALLS["decide_run"], ask.iloc[:1], deploy=None)
+    assert worse["error_number"] == 0 and not worse["OutputDataSet"]["deploy"].iloc[0]
+    first = run_script(CALLS["decide_run"], ask.iloc[1:], deploy="if-better")
+    assert first["OutputDataSet"]["deploy"].iloc[0]
+    assert_typed(first["OutputDataSet"], "decide")
+    refused = run_script(CALLS["decide_run"], ask.iloc[:1], deploy="sometimes")
+    assert refused["error_number"] == 50012
+
+
+def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
+    """An all-rejected embed batch still returns bytes in ``vector`` and ints in ``windows``
+    (point 7); an empty predict output keeps its dtypes."""
+    rejected = procedures.typed_frame(
+        pd.DataFrame(
+            [("a", None, None, None, "text is NULL"), ("b", None, None, None, "text is empty")],
+            columns=list(procedures.EMBED_OUTPUT),
+        ),
+        procedures.RESULT_TYPES["embed"],
+    )
+    assert_typed(rejected, "embed")
+    assert list(rejected["vector"]) == [b"", b""] and list(rejected["windows"]) == [0, 0]
+    empty = procedures.typed_frame(
+        pd.DataFrame(columns=list(procedures.PREDICT_OUTPUT)), procedures.RESULT_TYPES["predict"]
+    )
+    assert empty.empty and str(empty["score"].dtype) == "float64"
 
 
 @pytest.mark.slow
@@ -195,9 +294,7 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
             "stored_sha256": [procedures.text_sha256(texts[0]), None, None],
         }
     )
-    arguments = dict(
-        encoder_sha256=encoder.sha256, long_text="window", batch_size=32, cache_dir=str(cache)
-    )
+    arguments = dict(encoder_sha256=encoder.sha256, long_text="WINDOW", batch_size=32)
     first = run_script(CALLS["embed_batch"], batch, **arguments)
     assert first["error_number"] == 50009
     second = run_script(
@@ -210,6 +307,7 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
         max_length=encoder.max_length,
     )
     assert second["error_number"] == 0
+    assert_typed(second["OutputDataSet"], "embed")
     out = second["OutputDataSet"].set_index("item_key")
     assert "1" not in out.index  # unchanged text: skipped
     assert len(out.loc["2", "vector"]) == encoder.dim * 4
@@ -217,3 +315,26 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(encoder_module, "_loaded", {})  # the next call: a new process again
     third = run_script(CALLS["embed_batch"], batch, **arguments)  # on disk now: sha256 only
     assert third["error_number"] == 0
+    # Anyone who may run scripts may write the shared folder: a copy that no longer hashes to
+    # its sha256 is not used (point 14); the procedure sends the bytes again.
+    model = next((cache / "encoders").glob("*/model.onnx"))
+    model.write_bytes(model.read_bytes()[:-16] + b"\0" * 16)
+    monkeypatch.setattr(encoder_module, "_loaded", {})
+    tampered = run_script(CALLS["embed_batch"], batch, **arguments)
+    assert tampered["error_number"] == 50009
+    # A folder the sandbox cannot write (point 3): the bytes are used in memory, no 39004.
+    monkeypatch.setattr(encoder_module, "_loaded", {})
+    monkeypatch.setenv("SQLHEADS_CACHE", "/proc/sqlheads-not-writable")
+    in_memory = run_script(
+        CALLS["embed_batch"],
+        batch,
+        **arguments,
+        encoder_onnx=onnx,
+        tokenizer_json=tokenizer_json,
+        dim=encoder.dim,
+        max_length=encoder.max_length,
+    )
+    assert in_memory["error_number"] == 0
+    assert (
+        len(in_memory["OutputDataSet"].set_index("item_key").loc["2", "vector"]) == encoder.dim * 4
+    )

@@ -463,16 +463,19 @@ def typed_frame(frame: pd.DataFrame | None, types: Mapping[str, str]) -> pd.Data
         frame = pd.DataFrame([{c: _FILL[kind] for c, kind in types.items()}])
     columns = {}
     for column, kind in types.items():
-        values = frame[column]
-        if kind in ("int", "bool", "bytes"):
-            values = values.map(lambda v, k=kind: _FILL[k] if v is None or v is pd.NA else v)
-            values = values.map(
-                lambda v, k=kind: _FILL[k] if isinstance(v, float) and math.isnan(v) else v
-            )
+        # NULL is None in a text column (never NaN, a float), and never reaches a column whose
+        # type a NULL would change (int, bit, varbinary): there it is the type's filler.
+        missing = None if kind in ("str", "float") else _FILL[kind]
+        values = [missing if _is_null(v) else v for v in frame[column]]
         if kind == "bytes":
-            values = values.map(bytes)
-        columns[column] = values.astype(_DTYPE[kind]).reset_index(drop=True)
+            values = [bytes(v) for v in values]
+        # Built from a list with its dtype: Series.map would turn None back into NaN.
+        columns[column] = pd.Series(values, dtype=_DTYPE[kind])
     return pd.DataFrame(columns, columns=list(types))
+
+
+def _is_null(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def sql_server_parameters(
@@ -492,7 +495,7 @@ def sql_server_parameters(
     for name, value in params.items():
         if isinstance(value, np.generic):
             value = value.item()
-        if value is None or (isinstance(value, float) and math.isnan(value)):
+        if _is_null(value):
             continue
         annotation = str(signature[name].annotation)
         if (

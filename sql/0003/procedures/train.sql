@@ -184,9 +184,9 @@ BEGIN
                 @error_message = @error_message OUTPUT;
             IF COALESCE(@error_number, 0) <> 0 THROW @error_number, @error_message, 1;
             SELECT
-                @deployed = d.deploy,
-                @reason = d.deploy_reason
-            FROM #decided AS d;
+                @deployed = decision.deploy,
+                @reason = decision.deploy_reason
+            FROM #decided AS decision;
         END;
         SELECT @version = COALESCE(MAX(m.version), 0) + 1
         FROM heads.models AS m
