@@ -1,0 +1,313 @@
+"""What issue 10 asks of the T-SQL that a parser cannot see, checked without a server: Python
+decides policy and T-SQL never restates it (point 20), one lock procedure with normalised names
+(points 10, 11, 13), every verb guarded against a caller's transaction (15), progress messages
+only on request (5), least privilege by module signing and the grants (17), the error numbers
+(21), and what a fresh Python must not import (18)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlheads_sql
+from sqlserver_tsql import ROOT, procedure_parameters, strip_comments_and_strings
+
+from sqlheads import procedures
+from sqlheads.engine.heads import HeadParams
+from sqlheads.errors import ERRORS
+
+CURRENT = sqlheads_sql.object_files()
+BY_NAME = {sqlheads_sql.object_name(p)[1]: p for p in CURRENT}
+PUBLIC = [p for p in CURRENT if p.parent.name == "procedures"]
+
+
+def code(path: Path) -> str:
+    """The file without comments (string literals kept)."""
+    return re.sub(r"--[^\n]*", "", path.read_text())
+
+
+# -- point 20: one source of truth ------------------------------------------------------------
+
+
+def python_constants() -> tuple[set[str], set[str], set[float]]:
+    """(strings, integers as written, floats) that Python decides."""
+    strings = {procedures.DEFAULT_ENCODER, procedures.REASON_BY_HAND, procedures.REASON_ROLL_BACK}
+    strings |= set(procedures.DEPLOY_POLICIES) | {
+        procedures.deploy_reason(p) for p in procedures.DEPLOY_POLICIES
+    }
+    integers: set[str] = set()
+    for setting in procedures.SETTINGS.values():
+        strings |= set(setting.choices)
+        for value in (setting.default, setting.minimum, setting.maximum):
+            if isinstance(value, str):
+                strings.add(value)
+            elif isinstance(value, int) and value > 1:
+                integers.add(str(value))
+    head = HeadParams()
+    integers |= {str(head.epochs)}
+    floats = {head.lr, head.weight_decay, head.dropout, 0.2}
+    return {s.lower() for s in strings}, integers, floats
+
+
+def duplicated_literals(sql: str) -> list[str]:
+    """Literals of ``sql`` that restate a Python constant."""
+    strings, integers, floats = python_constants()
+    text = re.sub(r"--[^\n]*", "", sql)
+    found = [
+        f"'{m}'"
+        for m in re.findall(r"N?'((?:[^']|'')*)'", text)
+        if m.replace("''", "'").strip().lower() in strings
+    ]
+    bare = strip_comments_and_strings(sql)
+    bare = re.sub(r"\b\w+\s*\(\s*\d+(\s*,\s*\d+)?\s*\)", "", bare)  # nvarchar(450), decimal(18, 1)
+    bare = re.sub(r"\bTHROW\s+\d+", "", bare)
+    for number in re.findall(r"(?<![\w.])(\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?![\w.])", bare):
+        is_float = "." in number or "e" in number.lower()
+        if (is_float and float(number) in floats) or (not is_float and number in integers):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("path", CURRENT, ids=lambda p: str(p.relative_to(ROOT / "sql")))
+def test_no_tsql_literal_restates_a_python_constant(path: Path) -> None:
+    assert duplicated_literals(path.read_text()) == [], (
+        f"{path.name} restates Python's policy: read it from heads.settings (heads.setting, "
+        "heads.setting_int), or let Python apply its default (pass NULL)"
+    )
+
+
+def test_the_duplicate_check_finds_the_drift_it_was_written_for() -> None:
+    """Revision 0002's texts restated the policy (and drifted): the check must see it."""
+    old = ROOT / "sql" / "0002" / "procedures"
+    assert "'if-better'" in duplicated_literals((old / "train.sql").read_text())
+    assert "600000" in duplicated_literals((old / "deploy.sql").read_text())
+    assert "'all-MiniLM-L6-v2-int8'" in duplicated_literals((old / "embed.sql").read_text())
+    assert "'rollback'" not in duplicated_literals((old / "roll_back.sql").read_text())  # drifted
+
+
+def test_settings_rows_are_python_settings() -> None:
+    batch = sqlheads_sql.settings_batch(procedures.SETTINGS)
+    for name, setting in procedures.SETTINGS.items():
+        assert f"N'{name}'" in batch
+        if setting.default is not None:
+            assert f"N'{setting.default}'" in batch
+    read = set(re.findall(r"@name = N'([\w.]+)'", "".join(p.read_text() for p in CURRENT)))
+    assert read <= set(procedures.SETTINGS), read - set(procedures.SETTINGS)
+    assert {"reason.by_hand", "reason.roll_back", "encoder", "long_text"} <= read
+
+
+def test_choices_have_one_canonical_spelling() -> None:
+    assert procedures.choice("long_text", " WINDOW ") == "window"
+    assert procedures.choice("deploy", "If-Better") == "if-better"
+    assert procedures.choice("long_text", None) == procedures.SETTINGS["long_text"].default
+    with pytest.raises(Exception) as refused:
+        procedures.choice("deploy", "sometimes")
+    assert getattr(refused.value, "number", None) == 50012
+    assert procedures.bounded("embed.batch_rows", None) == 1000
+    with pytest.raises(Exception) as out_of_range:
+        procedures.bounded("embed.batch_size", 0)
+    assert getattr(out_of_range.value, "number", None) == 50012
+    # T-SQL canonicalises in heads.setting, against the same choices, lower-cased both sides.
+    setting = code(BY_NAME["heads.setting"])
+    assert (
+        "LOWER(c.value) = LOWER(TRIM(@value))" in setting and "SET @value = @canonical" in setting
+    )
+
+
+# -- points 10, 11, 13: locks ---------------------------------------------------------------
+
+
+def lock_resource(kind: str, name: str) -> str:
+    """Evaluate heads.lock_resource()'s RETURN expression as T-SQL would."""
+    body = code(BY_NAME["heads.lock_resource"])
+    expression = re.search(r"RETURN\s+CONCAT\((.*)\);", body).group(1)
+    parts = []
+    for token in re.findall(r"N'[^']*'|LOWER\(@\w+\)|UPPER\(@\w+\)|@\w+", expression):
+        values = {"@kind": kind, "@name": name}
+        if token.startswith("N'"):
+            parts.append(token[2:-1])
+        elif token.startswith("LOWER("):
+            parts.append(values[token[6:-1]].lower())
+        elif token.startswith("UPPER("):
+            parts.append(values[token[6:-1]].upper())
+        else:
+            parts.append(values[token])
+    return "".join(parts)
+
+
+def test_lock_names_are_normalised() -> None:
+    assert lock_resource("head", "Reviews") == lock_resource("head", "reviews")
+    assert lock_resource("head", "reviews") != lock_resource("set", "reviews")
+    assert len(lock_resource("head.use", "x" * 128)) <= 255  # sp_getapplock's limit
+
+
+def test_only_take_lock_takes_locks() -> None:
+    for path in CURRENT:
+        text = code(path)
+        name = sqlheads_sql.object_name(path)[1]
+        if "sp_getapplock" in text:
+            assert name == "heads.take_lock", name
+        if "sp_releaseapplock" in text:
+            assert name == "heads.release_lock", name
+    release = code(BY_NAME["heads.release_lock"])
+    assert "WHILE APPLOCK_MODE(" in release  # every count this session holds
+    take = code(BY_NAME["heads.take_lock"])
+    assert take.index("EXEC heads.release_lock") < take.index("sp_getapplock")
+    assert "THROW 50016" in take
+
+
+LOCKS = {
+    # procedure: {(kind, name parameter, mode, owner)}
+    "embed": {("embed", "set", "Exclusive", "Session"), ("set", "set", "Shared", "Session")},
+    "train": {("set", "set", "Shared", "Session"), ("head", "head", "Exclusive", "Transaction")},
+    "predict": {("head.use", "head", "Shared", "Session"), ("set", "set", "Shared", "Session")},
+    "deploy": {("head", "head", "Exclusive", "Transaction")},
+    "roll_back": {("head", "head", "Exclusive", "Transaction")},
+    "drop_head": {
+        ("head", "head", "Exclusive", "Transaction"),
+        ("head.use", "head", "Exclusive", "Transaction"),
+    },
+    "drop_set": {("set", "set", "Exclusive", "Session")},
+}
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.stem)
+def test_verbs_take_the_documented_locks_and_release_them(path: Path) -> None:
+    text = code(path)
+    taken = set(
+        re.findall(
+            r"EXEC heads\.take_lock\s+@kind = N'([\w.]+)', @name = @(\w+), @mode = N'(\w+)', "
+            r"@owner = N'(\w+)'",
+            text,
+        )
+    )
+    assert taken == LOCKS[path.stem]
+    catch = text[text.index("BEGIN CATCH") :]
+    for kind, name, _, owner in taken:
+        if owner == "Session":  # released on success and in CATCH
+            release = f"EXEC heads.release_lock @kind = N'{kind}', @name = @{name};"
+            assert text.count(release) >= 2 and release in catch, (path.stem, kind)
+
+
+# -- points 5 and 15: progress and transactions -----------------------------------------------
+
+
+@pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.stem)
+def test_verbs_guard_against_a_callers_transaction(path: Path) -> None:
+    text = code(path)
+    body = text[text.index("\nAS\nBEGIN") :]
+    guard = body.index("SET IMPLICIT_TRANSACTIONS OFF;")
+    check = body.index(f"EXEC heads.assert_no_transaction @procedure = N'heads.{path.stem}';")
+    first_work = min(
+        body.index(w) for w in ("BEGIN TRY", "BEGIN TRANSACTION", "DECLARE") if w in body
+    )
+    assert guard < check < first_work
+
+
+def test_progress_messages_only_when_asked() -> None:
+    for path in CURRENT:
+        text = code(path)
+        if "RAISERROR" in text:
+            assert path.stem == "report_progress", path
+        if "EXEC heads.report_progress" in text:
+            parameters = {p.name: p.default for p in procedure_parameters(path)}
+            assert parameters.get("progress") == "1", path  # on by default, for SSMS
+            calls = re.findall(r"EXEC heads\.report_progress(.*?);", text, re.S)
+            assert all("@progress = @progress" in call for call in calls), path
+    assert "IF COALESCE(@progress, 0) = 0 RETURN;" in code(BY_NAME["heads.report_progress"])
+
+
+# -- point 17: least privilege ----------------------------------------------------------------
+
+
+def grants() -> dict[str, set[str]]:
+    """``{grantee: {"PERMISSION ON target"}}`` from the current role files and the signer."""
+    found: dict[str, set[str]] = {}
+    for path in CURRENT:
+        for permissions, target, grantee in re.findall(
+            r"^\s*GRANT ([A-Z ,]+?)(?: ON (\S+))? TO (\w+);", code(path), re.M
+        ):
+            for permission in permissions.split(","):
+                found.setdefault(grantee, set()).add(
+                    f"{permission.strip()} ON {target}" if target else permission.strip()
+                )
+    return found
+
+
+def test_only_the_certificate_user_may_run_external_scripts() -> None:
+    holders = {g for g, perms in grants().items() if "EXECUTE ANY EXTERNAL SCRIPT" in perms}
+    assert holders == {"heads_external_script"}
+
+
+def test_roles_get_the_doors_and_nothing_behind_them() -> None:
+    found = grants()
+    public = {f"heads.{p.stem}" for p in PUBLIC}
+    internal = {n for n, p in BY_NAME.items() if p.parent.name == "internal"}
+    executable = {
+        target.split("::")[1]
+        for perms in found.values()
+        for perm in perms
+        if perm.startswith("EXECUTE ON")
+        for target in [perm.split(" ON ")[1]]
+    }
+    assert executable <= public and not executable & internal
+    analyst = {p.split("::")[1] for p in found["heads_analyst"] if p.startswith("EXECUTE ON")}
+    assert analyst == public - {"heads.drop_head", "heads.drop_set"}
+    assert all(p.startswith("SELECT ON") for p in found["heads_reader"])
+    readable = {p.split("::")[1] for p in found["heads_reader"]}
+    views = {n for n, p in BY_NAME.items() if p.parent.name == "views"}
+    assert readable == views
+
+
+def test_signed_modules_run_only_fixed_python() -> None:
+    """What the certificate signs (modules that EXEC sp_execute_external_script) runs no
+    dynamic SQL, so a caller's text never gains the certificate's permission."""
+    signed = [p for p in CURRENT if "EXEC sys.sp_execute_external_script" in p.read_text()]
+    assert {p.stem for p in signed} == {"embed_batch", "train_run", "predict_batch", "decide_run"}
+    for path in signed:
+        bare = strip_comments_and_strings(path.read_text())
+        assert "sp_executesql" not in bare and not re.search(r"EXEC(UTE)?\s*\(", bare), path
+    stage = code(BY_NAME["heads.stage_query"])
+    assert "sp_execute_external_script" not in stage  # unsigned: caller's permissions only
+    signer = code(BY_NAME["heads.sign_external_scripts"])
+    for needed in ("REMOVE PRIVATE KEY", "NEWID()", "ADD SIGNATURE TO", "m.object_id <> @@PROCID"):
+        assert needed in signer, needed
+
+
+def test_migrations_sign_after_every_change() -> None:
+    head = sqlheads_sql.revisions()[-1]
+    up = sqlheads_sql.upgrade_batches(head, procedures.SETTINGS)
+    assert up[-1] == f"EXEC {sqlheads_sql.SIGNER}"
+    down = sqlheads_sql.downgrade_batches("0003", procedures.SETTINGS)
+    assert down[0] == f"EXEC {sqlheads_sql.SIGNER} @remove = 1"
+
+
+# -- point 21 and 18 --------------------------------------------------------------------------
+
+
+def test_error_numbers_are_distinct_and_ours() -> None:
+    numbers = [e.number for e in ERRORS]
+    assert len(numbers) == len(set(numbers))
+    assert {50013, 50014, 50015, 50016, 50017} <= set(numbers)
+    assert max(numbers) <= 50019
+
+
+def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:
+    """Every batch of a procedure starts a new Python: importing the door must stay light."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, sqlheads.procedures; "
+            "print(sorted(m for m in ('sklearn', 'torch', 'scipy', 'transformers') "
+            "if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
