@@ -20,6 +20,7 @@ from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import InUseError, InvalidNameError, NotFoundError, QueryShapeError
 from sqlheads.store import schema as s
+from sqlheads.store.drivers import check_mssql_url
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 # SQLite's default limit on bound parameters is 32766; SQL Server's is 2100.
@@ -52,6 +53,7 @@ def make_engine(url: str) -> Engine:
 
         return engine
     if url.startswith("mssql"):
+        check_mssql_url(url)  # mssql+mssqlpython on SQLAlchemy 2.0: say what to use instead
         return create_engine(url, deprecate_large_types=True).execution_options(
             schema_translate_map={None: s.SCHEMA}
         )
