@@ -117,8 +117,8 @@ def embed(
     source: str,
     encoder: str | None = None,
     long_text: str | None = None,
-    batch_rows: int = 1000,
-    batch_size: int = 32,
+    batch_rows: int | None = None,
+    batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
