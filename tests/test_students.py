@@ -8,12 +8,14 @@ not matter to these tests; the benchmark (bench/students.py) distils the mpnet-r
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pandas as pd
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
 from sqlheads import host, procedures
 from sqlheads.engine import kinds
@@ -40,24 +42,34 @@ SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
 FAST = {"epochs": 2}
 
 
-@pytest.fixture
-def taught(embedded: Store) -> Store:
-    """The embedded sample plus a teacher's logits for every row, in a user table."""
-    host.train(embedded, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
-    model = embedded.find_model("teacher_head", 1)
-    head = kinds.model_kind("head").load(embedded.model_blob(model.model_id))
-    keys = _all_keys(embedded)
-    vectors = embedded.vectors_for_keys(embedded.find_set("reviews").set_id, keys)
+@pytest.fixture(scope="module")
+def taught_template(tmp_path_factory, rt_sample) -> Path:
+    """The sample embedded into set 'reviews', with a teacher's logits for every row in a user
+    table, as an analyst would store a teacher's output; built once, copied per test."""
+    path = tmp_path_factory.mktemp("taught") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
+    rt_sample.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    host.train(store, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
+    model = store.find_model("teacher_head", 1)
+    head = kinds.model_kind("head").load(store.model_blob(model.model_id))
+    keys = rt_sample["item_key"].tolist()
+    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
     logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
     pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
-        "teacher_logits", embedded.engine, index=False
+        "teacher_logits", store.engine, index=False
     )
-    return embedded
+    store.engine.dispose()
+    return path
 
 
-def _all_keys(store: Store) -> list[str]:
-    with store.engine.connect() as c:
-        return [r[0] for r in c.execute(text("SELECT item_key FROM reviews"))]
+@pytest.fixture
+def taught(taught_template: Path, tmp_path) -> Store:
+    copy = tmp_path / "heads.db"
+    with sqlite3.connect(taught_template) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    return Store.from_url(f"sqlite:///{copy}")
 
 
 def _count(store: Store, table) -> int:
