@@ -292,6 +292,7 @@ def _record_version(
         "macro_f1": round(float(result["macro_f1"]), 4),
         "rows_train": int(result["rows_train"]),
         "rows_test": int(result["rows_test"]),
+        "parameters": extra.get("parameters"),
         "deployed": bool(result["deploy"]),
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
@@ -419,7 +420,6 @@ def distill(
     return summary | {
         "teacher": name,
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
-        "parameters": int(result["parameters"]),
         "rows_without_input": int(result["rows_without_input"]),
         "seconds": round(time.perf_counter() - started, 3),
     }
