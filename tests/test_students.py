@@ -328,3 +328,28 @@ def test_word_student_params_are_validated_early():
         WordStudentParams(init="glove").validate()
     with pytest.raises(InvalidParameterError, match="temperature="):
         DistillParams(temperature=0).validate()
+
+
+def test_cli_distill_reports_accuracy_teacher_parameters_and_seconds(taught: Store):
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    url = taught.engine.url.render_as_string(hide_password=False)
+    arguments = ["--url", url, "--json", "distill", "--head", "sentiment", "--set", "reviews"]
+    result = CliRunner().invoke(
+        app, [*arguments, "--labels", LABELS, "--soft-labels", SOFT, "--epochs", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    reported = json.loads(result.stdout)
+    assert reported["kind"] == "word_student" and reported["teacher"] == "sentiment_teacher"
+    for field in ("accuracy", "macro_f1", "teacher_accuracy", "parameters", "seconds"):
+        assert isinstance(reported[field], int | float), field
+    refused = CliRunner().invoke(
+        app, [*arguments, "--labels", LABELS, "--teacher", "sentiment_teacher", "--student", "x"]
+    )
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["number"] == 50022
+    listed = CliRunner().invoke(app, ["--url", url, "--json", "models", "--head", "sentiment"])
+    (row,) = json.loads(listed.stdout)["models"]
+    assert row["kind"] == "word_student" and row["parameters"] == reported["parameters"]
+    assert row["teacher_accuracy"] == pytest.approx(reported["teacher_accuracy"], abs=1e-4)
