@@ -118,6 +118,34 @@ class InTransactionError(SqlheadsError):
     """A procedure that commits on its own, called inside the caller's open transaction."""
 
     number = 50017
+class ClassMismatchError(SqlheadsError):
+    """Soft labels whose classes differ from the gold labels' (or a model's)."""
+
+    number = 50020
+
+
+class ForeignSoftLabelsError(SqlheadsError):
+    """Soft labels of another set, or of keys the set does not hold."""
+
+    number = 50021
+
+
+class UnknownKindError(SqlheadsError):
+    """A model or student kind that does not exist."""
+
+    number = 50022
+
+
+class HeldOutLeakError(SqlheadsError):
+    """A held-out (test) row among the rows a student would be distilled on."""
+
+    number = 50023
+
+
+class MissingTextError(SqlheadsError):
+    """A text model asked to score or learn without a query that returns the rows' text."""
+
+    number = 50024
 
 
 ERRORS: tuple[type[SqlheadsError], ...] = (
@@ -138,4 +166,9 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     InUseError,
     BusyError,
     InTransactionError,
+    ClassMismatchError,
+    ForeignSoftLabelsError,
+    UnknownKindError,
+    HeldOutLeakError,
+    MissingTextError,
 )
