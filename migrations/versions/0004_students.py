@@ -1,15 +1,16 @@
 """students: teachers and their soft labels, model kinds, parameters, a set's source query
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-23 00:10:00.000000
 
 Adds what ``distill`` needs: ``teachers`` (a named source of soft labels for one set) and
 ``soft_labels`` (one float32 logit per class and key); on ``models`` the parameter count, the
 teacher and its accuracy on the same held-out rows; on ``embedding_sets`` the last source
 query, through which text models read the rows' text. Heads were stored with kind
-``mlp_head``; the registry of model kinds calls them ``head``. On SQLite the view
-``model_summary`` gains the new columns (SQL Server's views come from sql/).
+``mlp_head``; the registry of model kinds calls them ``head``. The view ``model_summary``
+gains the new columns (SQLite here; SQL Server from ``sql/0004/``, which also holds
+``heads.distill``, the text path of ``heads.predict`` and the procedures they use).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from alembic import op
 
+import sqlheads_sql
+from sqlheads.procedures import SETTINGS
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -44,6 +47,13 @@ MODEL_SUMMARY_AFTER = """SELECT models.head, models.version, models.model_id, mo
 FROM models JOIN embedding_sets ON embedding_sets.set_id = models.set_id JOIN encoders ON encoders.encoder_id = models.encoder_id LEFT OUTER JOIN teachers ON teachers.teacher_id = models.teacher_id LEFT OUTER JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
 FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
 FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = models.model_id"""
+
+
+def _run(batch: str) -> None:
+    if op.get_context().as_sql:
+        op.execute(batch)  # written to the script, followed by GO
+    else:
+        op.get_bind().exec_driver_sql(batch)  # as written: no bind-parameter parsing
 
 
 def _replace_model_summary(sql: str) -> None:
@@ -112,13 +122,19 @@ def upgrade() -> None:
         )
     with op.batch_alter_table("embedding_sets", schema=SCHEMA) as batch:
         batch.add_column(sa.Column("source_query", sa.UnicodeText(), nullable=True))
-    models = sa.table("models", sa.column("kind"), schema=SCHEMA)
+    models = sa.table("models", sa.column("kind", sa.String(32)), schema=SCHEMA)
     op.execute(models.update().where(models.c.kind == "mlp_head").values(kind="head"))
     _replace_model_summary(MODEL_SUMMARY_AFTER)
+    if IS_MSSQL:  # sql/0004: heads.distill, the text path of heads.predict, and what they use
+        for batch in sqlheads_sql.upgrade_batches(revision, SETTINGS):
+            _run(batch)
 
 
 def downgrade() -> None:
-    models = sa.table("models", sa.column("kind"), schema=SCHEMA)
+    if IS_MSSQL:
+        for batch in sqlheads_sql.downgrade_batches(revision, SETTINGS):
+            _run(batch)
+    models = sa.table("models", sa.column("kind", sa.String(32)), schema=SCHEMA)
     op.execute(models.update().where(models.c.kind == "head").values(kind="mlp_head"))
     with op.batch_alter_table("embedding_sets", schema=SCHEMA) as batch:
         batch.drop_column("source_query")

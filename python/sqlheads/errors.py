@@ -118,6 +118,8 @@ class InTransactionError(SqlheadsError):
     """A procedure that commits on its own, called inside the caller's open transaction."""
 
     number = 50017
+
+
 class ClassMismatchError(SqlheadsError):
     """Soft labels whose classes differ from the gold labels' (or a model's)."""
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from alembic import command
 from alembic.config import Config
@@ -22,8 +21,7 @@ from alembic.runtime.migration import MigrationContext
 import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
-from sqlheads.engine.heads import HeadClassifier
-from sqlheads.engine.kinds import model_kind, parameter_count, student_kind
+from sqlheads.engine.kinds import model_kind, student_kind
 from sqlheads.errors import (
     EncoderMismatchError,
     ForeignSoftLabelsError,
@@ -39,7 +37,7 @@ from sqlheads.store.soft_labels import (
     read_soft_labels,
     store_soft_labels,
 )
-from sqlheads.store.vectors import pack_rows, unpack_rows
+from sqlheads.store.vectors import unpack_rows
 
 DEFAULT_ENCODER = procedures.DEFAULT_ENCODER  # decided once, in procedures (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
@@ -231,17 +229,7 @@ def train(
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         **head_params,
     ).iloc[0]
-    parameters = parameter_count(HeadClassifier.from_bytes(result["blob"]))
-    return _record_version(
-        store,
-        head,
-        embedding_set,
-        set_encoder,
-        result,
-        deploy,
-        deployed,
-        {"kind": "head", "parameters": parameters},
-    )
+    return _record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
 
 
 def _read_labels(store: Store, labels: str) -> pd.DataFrame:
@@ -274,10 +262,11 @@ def _record_version(
             **{
                 c: result[c]
                 for c in procedures.TRAIN_OUTPUT
-                if c not in ("deploy", "deploy_reason")
+                if c not in ("deploy", "deploy_reason", "parameters")
             },
             "rows_train": int(result["rows_train"]),
             "rows_test": int(result["rows_test"]),
+            "parameters": int(result["parameters"]),
             **extra,
         }
     )
@@ -295,7 +284,7 @@ def _record_version(
         "macro_f1": round(float(result["macro_f1"]), 4),
         "rows_train": int(result["rows_train"]),
         "rows_test": int(result["rows_test"]),
-        "parameters": extra.get("parameters"),
+        "parameters": int(result["parameters"]),
         "deployed": bool(result["deploy"]),
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
@@ -333,7 +322,8 @@ def distill(
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = _read_labels(store, labels)
     if soft_labels is not None:
-        name = validate_name("teacher", teacher or f"{head}_teacher")
+        suffix = procedures.SETTINGS["teacher.suffix"].default
+        name = validate_name("teacher", teacher or f"{head}{suffix}")
         _refuse_foreign_teacher(store, find_teacher(store, name), embedding_set)
         soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
     elif teacher is not None:
@@ -413,8 +403,6 @@ def distill(
         deploy,
         deployed,
         {
-            "kind": result["kind"],
-            "parameters": int(result["parameters"]),
             "teacher_id": stored.teacher_id,
             "teacher_accuracy": _none_if_nan(result["teacher_accuracy"]),
         },
@@ -448,32 +436,8 @@ def _read_soft_labels_query(store: Store, sql: str) -> tuple[pd.DataFrame, list[
     frames = list(store.run_query(sql, ("item_key",), "soft labels", 10_000, all_columns=True))
     if not frames:
         raise QueryShapeError("the soft labels query returned no rows: check its WHERE clause")
-    frame = pd.concat(frames, ignore_index=True)
-    classes = [str(c) for c in frame.columns if c != "item_key"]
-    if len(classes) < 2:
-        raise QueryShapeError(
-            "the soft labels query must return item_key and one logit column per class, named "
-            f"after the class (it returned {', '.join(map(str, frame.columns))}): e.g. SELECT "
-            "item_key, logit_0 AS negative, logit_1 AS positive FROM teacher_logits"
-        )
-    try:
-        logits = frame.drop(columns="item_key").to_numpy(dtype=np.float32)
-    except (TypeError, ValueError):
-        raise QueryShapeError(
-            "the soft labels query returned non-numeric logits: return one number per class"
-        ) from None
-    if np.isnan(logits).any():
-        raise InvalidParameterError(
-            f"{int(np.isnan(logits).any(axis=1).sum())} soft-label row(s) hold NULL logits: "
-            "filter them out (WHERE ... IS NOT NULL)"
-        )
-    keys = [str(k) for k in frame["item_key"]]
-    if len(set(keys)) != len(keys):
-        raise InvalidParameterError(
-            f"{len(keys) - len(set(keys))} item_key(s) appear more than once in the soft labels "
-            "query: give each key one row of logits"
-        )
-    return pd.DataFrame({"item_key": keys, "logits": pack_rows(logits)}), classes
+    soft = procedures.soft_labels_frame(pd.concat(frames, ignore_index=True))
+    return soft[["item_key", "logits"]], json.loads(soft["classes_json"].iloc[0])
 
 
 def _read_texts(store: Store, sql: str | None, set_name: str) -> dict[str, Any]:

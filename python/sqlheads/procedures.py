@@ -82,6 +82,12 @@ SETTINGS: dict[str, Setting] = {
     "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
     "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
     "reason.by_hand": Setting(REASON_BY_HAND),
+    # distill: soft labels given as a query are stored as teacher HEAD + this suffix unless
+    # the call names one; predict: the model kinds that read raw text (engine/kinds.py).
+    "teacher.suffix": Setting("_teacher"),
+    "predict.text_kinds": Setting(
+        ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
+    ),
     "reason.roll_back": Setting(REASON_ROLL_BACK),
 }
 
@@ -137,11 +143,11 @@ TRAIN_OUTPUT = (
     "onnx",
     "deploy",
     "deploy_reason",
+    "kind",
+    "parameters",
 )
 DISTILL_INPUT = ("item_key", "label", "logits")  # + the kind's input; optionally in_transfer
 DISTILL_OUTPUT = TRAIN_OUTPUT + (
-    "kind",
-    "parameters",
     "teacher_accuracy",
     "rows_without_input",
 )
@@ -353,10 +359,61 @@ def train(
                 "onnx": head.to_onnx(),
                 "deploy": decide_deploy(deploy, metrics["macro_f1"], deployed_macro_f1),
                 "deploy_reason": deploy_reason(deploy),
+                "kind": "head",
+                "parameters": kinds.parameter_count(head),
             }
         ],
         columns=list(TRAIN_OUTPUT),
     )
+
+
+SOFT_LABELS_INPUT = ("item_key", "row_json")
+SOFT_LABELS_OUTPUT = ("item_key", "logits", "classes_json")
+
+
+def soft_labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A caller's soft labels (``item_key`` and one numeric column per class, named after the
+    class) as ``item_key``, ``logits`` (float32 bytes) and ``classes_json`` (their order)."""
+    classes = [str(c) for c in frame.columns if c != "item_key"]
+    if "item_key" not in frame.columns or len(classes) < 2:
+        raise QueryShapeError(
+            "the soft labels query must return item_key and one logit column per class, named "
+            f"after the class (it returned {', '.join(map(str, frame.columns))}): e.g. SELECT "
+            "item_key, logit_0 AS negative, logit_1 AS positive FROM teacher_logits"
+        )
+    if frame.empty:
+        raise QueryShapeError("the soft labels query returned no rows: check its WHERE clause")
+    try:
+        logits = frame[classes].apply(pd.to_numeric).to_numpy(dtype=np.float32)
+    except (TypeError, ValueError):
+        raise QueryShapeError(
+            "the soft labels query returned non-numeric logits: return one number per class"
+        ) from None
+    if np.isnan(logits).any():
+        raise InvalidParameterError(
+            f"{int(np.isnan(logits).any(axis=1).sum())} soft-label row(s) hold NULL logits: "
+            "filter them out (WHERE ... IS NOT NULL)"
+        )
+    keys = _keys(frame["item_key"])
+    duplicated = len(keys) - len(set(keys))
+    if duplicated:
+        raise InvalidParameterError(
+            f"{duplicated} item_key(s) appear more than once in the soft labels query: give "
+            "each key one row of logits"
+        )
+    return pd.DataFrame(
+        {"item_key": keys, "logits": pack_rows(logits), "classes_json": json.dumps(classes)},
+        columns=list(SOFT_LABELS_OUTPUT),
+    )
+
+
+def soft_labels(input_data: pd.DataFrame) -> pd.DataFrame:
+    """SQL Server's door to :func:`soft_labels_frame`: each row arrives as JSON (``FOR JSON``
+    keeps the caller's column order and leaves out NULLs, which are refused as such)."""
+    _require_columns(input_data, SOFT_LABELS_INPUT, "soft labels")
+    rows = [json.loads(text) for text in input_data["row_json"]]
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    return soft_labels_frame(pd.DataFrame(rows, columns=columns))
 
 
 def distill(
@@ -430,7 +487,8 @@ def distill(
         logits[has_logits] = unpack_rows(
             input_data["logits"][has_logits].tolist(), len(teacher_classes)
         )[:, order]
-    if "in_transfer" in input_data.columns:
+    # in_transfer: absent, or all NULL (SQL Server's door when no transfer query was given)
+    if "in_transfer" in input_data.columns and input_data["in_transfer"].notna().any():
         chosen = input_data["in_transfer"].fillna(0).astype(bool).to_numpy()
         leaked = chosen & held_out
         if leaked.any():
@@ -647,6 +705,7 @@ SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]]
     "predict": (predict, PREDICT_OUTPUT),
     "decide": (decide, DECIDE_OUTPUT),
     "distill": (distill, DISTILL_OUTPUT),
+    "soft_labels": (soft_labels, SOFT_LABELS_OUTPUT),
 }
 
 # The Python type of each output column, as Machine Learning Services maps it onto the
@@ -677,9 +736,16 @@ RESULT_TYPES: dict[str, dict[str, str]] = {
         "onnx": "bytes",
         "deploy": "bool",
         "deploy_reason": "str",
+        "kind": "str",
+        "parameters": "int",
     },
     "predict": {"item_key": "str", "label": "str", "score": "float", "probabilities_json": "str"},
     "decide": {"deploy": "bool", "deploy_reason": "str"},
+    "soft_labels": {"item_key": "str", "logits": "bytes", "classes_json": "str"},
+}
+RESULT_TYPES["distill"] = RESULT_TYPES["train"] | {
+    "teacher_accuracy": "float",
+    "rows_without_input": "int",
 }
 
 # What a NULL becomes where a result column must keep its type: an all-rejected embed batch
