@@ -22,8 +22,8 @@ revision leaves out is really gone (and a downgrade gets back exactly the earlie
 To add a procedure in a later revision (say ``0004`` adds ``heads.distill``): put
 ``sql/0004/procedures/distill.sql`` (and a new full copy of any role file whose grants change,
 e.g. ``sql/0004/roles/heads_analyst.sql``), and write ``migrations/versions/0004_*.py`` whose
-``upgrade``/``downgrade`` run :func:`upgrade_batches` / :func:`downgrade_batches` for ``"0004"``,
-as 0003 does. A procedure that calls ``sp_execute_external_script`` is signed by
+``upgrade``/``downgrade`` pass :func:`upgrade_batches` / :func:`downgrade_batches` for ``"0004"``
+to :func:`run`, as 0003 does. A procedure that calls ``sp_execute_external_script`` is signed by
 ``heads.sign_external_scripts`` at the end of every upgrade and downgrade; nothing else to do.
 """
 
@@ -248,6 +248,18 @@ def settings_batch(settings: dict) -> str:
         "INSERT INTO heads.settings (name, default_value, choices, minimum, maximum)\n"
         f"VALUES\n    {rows}"
     )
+
+
+def run(batches: list[str]) -> None:
+    """Run batches inside a migration: into the offline script (``--sql``, each followed by
+    GO), or on the connection as written (no bind-parameter parsing of the T-SQL)."""
+    from alembic import op
+
+    for batch in batches:
+        if op.get_context().as_sql:
+            op.execute(batch)
+        else:
+            op.get_bind().exec_driver_sql(batch)
 
 
 def upgrade_batches(revision: str, settings: dict) -> list[str]:

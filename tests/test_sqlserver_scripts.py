@@ -312,6 +312,11 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     assert "1" not in out.index  # unchanged text: skipped
     assert len(out.loc["2", "vector"]) == encoder.dim * 4
     assert out.loc["3", "reject_reason"] == "text is empty"
+    # Within one process the ONNX session is built once and reused (point 18).
+    loaded = dict(encoder_module._loaded)
+    assert len(loaded) == 1
+    run_script(CALLS["embed_batch"], batch, **arguments)
+    assert encoder_module._loaded == loaded
     monkeypatch.setattr(encoder_module, "_loaded", {})  # the next call: a new process again
     third = run_script(CALLS["embed_batch"], batch, **arguments)  # on disk now: sha256 only
     assert third["error_number"] == 0

@@ -15,8 +15,6 @@ from packaging.requirements import Requirement
 
 from sqlheads.store import drivers
 
-tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+: read pyproject there")
-
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
 DOCKERFILE = (DOCKER / "mssql" / "Dockerfile").read_text()
@@ -112,8 +110,10 @@ def test_runtime_is_pinned_and_torch_is_cpu_only() -> None:
 
 
 def extra(name: str) -> list[Requirement]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["optional-dependencies"][name]]
+    """An optional-dependency list of pyproject.toml (read without tomllib: Python 3.10 too)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(rf"^{name} = \[(.*?)^\]", text, re.M | re.S).group(1)
+    return [Requirement(r) for r in re.findall(r'^\s*"([^"]+)",', block, re.M)]
 
 
 @pytest.mark.parametrize(

@@ -24,20 +24,11 @@ depends_on = None
 IS_MSSQL = op.get_context().dialect.name == "mssql"
 
 
-def _run(batch: str) -> None:
-    if op.get_context().as_sql:
-        op.execute(batch)  # written to the script, followed by GO
-    else:
-        op.get_bind().exec_driver_sql(batch)  # as written: no bind-parameter parsing
-
-
 def upgrade() -> None:
     if IS_MSSQL:
-        for batch in sqlheads_sql.object_upgrade_batches(revision):
-            _run(batch)
+        sqlheads_sql.run(sqlheads_sql.object_upgrade_batches(revision))
 
 
 def downgrade() -> None:
     if IS_MSSQL:
-        for batch in sqlheads_sql.object_downgrade_batches(revision):
-            _run(batch)
+        sqlheads_sql.run(sqlheads_sql.object_downgrade_batches(revision))

@@ -32,13 +32,6 @@ IS_MSSQL = op.get_context().dialect.name == "mssql"
 SCHEMA = MSSQL_SCHEMA if IS_MSSQL else None
 
 
-def _run(batch: str) -> None:
-    if op.get_context().as_sql:
-        op.execute(batch)  # written to the script, followed by GO
-    else:
-        op.get_bind().exec_driver_sql(batch)  # as written: no bind-parameter parsing
-
-
 def upgrade() -> None:
     op.create_index(
         op.f("ix_predictions_set_id"), "predictions", ["set_id"], unique=False, schema=SCHEMA
@@ -55,13 +48,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("name", name=op.f("pk_settings")),
         schema=SCHEMA,
     )
-    for batch in sqlheads_sql.upgrade_batches(revision, SETTINGS):
-        _run(batch)
+    sqlheads_sql.run(sqlheads_sql.upgrade_batches(revision, SETTINGS))
 
 
 def downgrade() -> None:
     if IS_MSSQL:
-        for batch in sqlheads_sql.downgrade_batches(revision, SETTINGS):
-            _run(batch)
+        sqlheads_sql.run(sqlheads_sql.downgrade_batches(revision, SETTINGS))
         op.drop_table("settings", schema=SCHEMA)
     op.drop_index(op.f("ix_predictions_set_id"), table_name="predictions", schema=SCHEMA)

@@ -105,8 +105,10 @@ def choice(name: str, value: str | None) -> str:
     for allowed in setting.choices:
         if allowed.lower() == wanted:
             return allowed
+    *others, last = setting.choices
     raise InvalidParameterError(
-        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass one of them"
+        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass "
+        f"{', '.join(others)} or {last}"
     )
 
 

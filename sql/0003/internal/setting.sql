@@ -35,7 +35,8 @@ BEGIN
         IF @canonical IS NULL
         BEGIN
             SET @message = CONCAT(
-                @name, N' ''', @value, N''' is not one of ', @choices, N': pass one of them'
+                @name, N' ''', @value, N''' is not one of ', REPLACE(@choices, N',', N', '),
+                N': pass one of them'
             );
             THROW 50012, @message, 1;
         END;
