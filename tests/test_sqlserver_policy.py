@@ -162,7 +162,9 @@ def test_only_take_lock_takes_locks() -> None:
 LOCKS = {
     # procedure: {(kind, name parameter, mode, owner)}
     "embed": {("embed", "set", "Exclusive", "Session"), ("set", "set", "Shared", "Session")},
-    "train": {("set", "set", "Shared", "Session"), ("head", "head", "Exclusive", "Transaction")},
+    # train and distill take head:<name> in heads.write_version's short transaction
+    "train": {("set", "set", "Shared", "Session")},
+    "distill": {("set", "set", "Shared", "Session")},
     "predict": {("head.use", "head", "Shared", "Session"), ("set", "set", "Shared", "Session")},
     "deploy": {("head", "head", "Exclusive", "Transaction")},
     "roll_back": {("head", "head", "Exclusive", "Transaction")},
@@ -176,6 +178,8 @@ LOCKS = {
 
 @pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.stem)
 def test_verbs_take_the_documented_locks_and_release_them(path: Path) -> None:
+    if path.stem in ("train", "distill"):  # the head's lock: heads.write_version, below
+        assert "EXEC heads.write_version" in code(path)
     text = code(path)
     taken = set(
         re.findall(
@@ -190,6 +194,14 @@ def test_verbs_take_the_documented_locks_and_release_them(path: Path) -> None:
         if owner == "Session":  # released on success and in CATCH
             release = f"EXEC heads.release_lock @kind = N'{kind}', @name = @{name};"
             assert text.count(release) >= 2 and release in catch, (path.stem, kind)
+
+
+def test_write_version_takes_the_heads_lock_in_its_transaction() -> None:
+    text = code(BY_NAME["heads.write_version"])
+    lock = text.index(
+        "@kind = N'head', @name = @head, @mode = N'Exclusive', @owner = N'Transaction'"
+    )
+    assert text.index("BEGIN TRANSACTION") < lock < text.index("COMMIT TRANSACTION")
 
 
 # -- points 5 and 15: progress and transactions -----------------------------------------------
@@ -266,7 +278,14 @@ def test_signed_modules_run_only_fixed_python() -> None:
     """What the certificate signs (modules that EXEC sp_execute_external_script) runs no
     dynamic SQL, so a caller's text never gains the certificate's permission."""
     signed = [p for p in CURRENT if "EXEC sys.sp_execute_external_script" in p.read_text()]
-    assert {p.stem for p in signed} == {"embed_batch", "train_run", "predict_batch", "decide_run"}
+    assert {p.stem for p in signed} == {
+        "embed_batch",
+        "train_run",
+        "predict_batch",
+        "decide_run",
+        "distill_run",
+        "soft_labels_run",
+    }
     for path in signed:
         bare = strip_comments_and_strings(path.read_text())
         assert "sp_executesql" not in bare and not re.search(r"EXEC(UTE)?\s*\(", bare), path
@@ -292,7 +311,7 @@ def test_error_numbers_are_distinct_and_ours() -> None:
     numbers = [e.number for e in ERRORS]
     assert len(numbers) == len(set(numbers))
     assert {50013, 50014, 50015, 50016, 50017} <= set(numbers)
-    assert max(numbers) <= 50019
+    assert all(50000 <= n <= 50099 for n in numbers)
 
 
 def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:

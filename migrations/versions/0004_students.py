@@ -49,13 +49,6 @@ FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployme
 FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = models.model_id"""
 
 
-def _run(batch: str) -> None:
-    if op.get_context().as_sql:
-        op.execute(batch)  # written to the script, followed by GO
-    else:
-        op.get_bind().exec_driver_sql(batch)  # as written: no bind-parameter parsing
-
-
 def _replace_model_summary(sql: str) -> None:
     if IS_MSSQL:
         return
@@ -126,14 +119,12 @@ def upgrade() -> None:
     op.execute(models.update().where(models.c.kind == "mlp_head").values(kind="head"))
     _replace_model_summary(MODEL_SUMMARY_AFTER)
     if IS_MSSQL:  # sql/0004: heads.distill, the text path of heads.predict, and what they use
-        for batch in sqlheads_sql.upgrade_batches(revision, SETTINGS):
-            _run(batch)
+        sqlheads_sql.run(sqlheads_sql.upgrade_batches(revision, SETTINGS))
 
 
 def downgrade() -> None:
     if IS_MSSQL:
-        for batch in sqlheads_sql.downgrade_batches(revision, SETTINGS):
-            _run(batch)
+        sqlheads_sql.run(sqlheads_sql.downgrade_batches(revision, SETTINGS))
     models = sa.table("models", sa.column("kind", sa.String(32)), schema=SCHEMA)
     op.execute(models.update().where(models.c.kind == "head").values(kind="mlp_head"))
     with op.batch_alter_table("embedding_sets", schema=SCHEMA) as batch:

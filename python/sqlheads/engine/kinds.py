@@ -75,8 +75,8 @@ DISTILL_DEFAULTS: dict[str, tuple[int, float]] = {
 
 
 def model_kind(name: str) -> ModelKind:
-    """The registered kind ``name`` (older stores called heads ``mlp_head``)."""
-    found = KINDS.get("head" if name == "mlp_head" else name)
+    """The registered kind ``name`` (migration 0004 renamed the heads' ``mlp_head``)."""
+    found = KINDS.get(name)
     if found is None:
         raise UnknownKindError(
             f"model kind {name!r} is not known to this sqlheads: known kinds are "

@@ -204,14 +204,14 @@ BEGIN
         BEGIN
             SELECT
                 @outside = COUNT_BIG(*),
-                @example = MIN(s.item_key)
-            FROM #soft AS s
+                @example = MIN(soft.item_key)
+            FROM #soft AS soft
             WHERE
-                NOT EXISTS (SELECT 1 FROM #texts AS t WHERE t.item_key = s.item_key)
+                NOT EXISTS (SELECT 1 FROM #texts AS tx WHERE tx.item_key = soft.item_key)
                 AND NOT EXISTS (
                     SELECT 1
                     FROM heads.embeddings AS e
-                    WHERE e.set_id = @set_id AND e.item_key = s.item_key
+                    WHERE e.set_id = @set_id AND e.item_key = soft.item_key
                 );
             IF @outside > 0
             BEGIN
@@ -238,8 +238,8 @@ BEGIN
         SELECT
             k.item_key,
             l.label,
-            s.logits,
-            t.text,
+            soft.logits,
+            txt.text,
             e.vector,
             CASE
                 WHEN @transfer IS NULL THEN NULL
@@ -252,7 +252,7 @@ BEGIN
             SELECT sk.item_key FROM #soft AS sk
         ) AS k
         LEFT OUTER JOIN #labels AS l ON k.item_key = l.item_key
-        LEFT OUTER JOIN #soft AS s ON k.item_key = s.item_key
+        LEFT OUTER JOIN #soft AS soft ON k.item_key = soft.item_key
         LEFT OUTER JOIN (
             SELECT
                 counted.item_key,
@@ -265,7 +265,7 @@ BEGIN
                 FROM #texts AS ct
             ) AS counted
             WHERE counted.copies = 1
-        ) AS t ON k.item_key = t.item_key
+        ) AS txt ON k.item_key = txt.item_key
         LEFT OUTER JOIN heads.embeddings AS e
             ON e.set_id = @set_id AND k.item_key = e.item_key;
 
@@ -339,9 +339,9 @@ BEGIN
             INSERT INTO heads.soft_labels (teacher_id, item_key, logits)
             SELECT
                 @teacher_id,
-                s.item_key,
-                s.logits
-            FROM #soft AS s;
+                soft.item_key,
+                soft.logits
+            FROM #soft AS soft;
         END;
         EXEC heads.write_version
             @head = @head,

@@ -300,10 +300,10 @@ BEGIN
 
         -- The source text models (word students) read the rows' text through, when a call
         -- names none of its own.
-        UPDATE s
-        SET s.source_query = @source
-        FROM heads.embedding_sets AS s
-        WHERE s.set_id = @set_id;
+        UPDATE source_set
+        SET source_set.source_query = @source
+        FROM heads.embedding_sets AS source_set
+        WHERE source_set.set_id = @set_id;
         EXEC heads.release_lock @kind = N'set', @name = @set;
         EXEC heads.release_lock @kind = N'embed', @name = @set;
         SET @locked = 0;

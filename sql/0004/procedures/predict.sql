@@ -104,7 +104,9 @@ BEGIN
         EXEC heads.setting @name = N'predict.text_kinds', @value = @text_kinds OUTPUT;
         SET @reads_text = CASE
             WHEN EXISTS (
-                SELECT 1 FROM STRING_SPLIT(@text_kinds, N',') AS k WHERE k.value = @model_kind
+                SELECT 1
+                FROM STRING_SPLIT(@text_kinds, N',') AS text_kind
+                WHERE text_kind.value = @model_kind
             ) THEN 1
             ELSE 0
         END;
@@ -190,14 +192,14 @@ BEGIN
                 counted.text
             FROM (
                 SELECT
-                    r.item_key,
-                    r.text,
-                    COUNT(*) OVER (PARTITION BY r.item_key) AS copies
-                FROM #predict_texts_raw AS r
+                    raw.item_key,
+                    raw.text,
+                    COUNT(*) OVER (PARTITION BY raw.item_key) AS copies
+                FROM #predict_texts_raw AS raw
                 WHERE
-                    r.item_key IS NOT NULL
+                    raw.item_key IS NOT NULL
                     AND (@keys IS NULL OR EXISTS (
-                        SELECT 1 FROM #predict_keys AS k WHERE k.item_key = r.item_key
+                        SELECT 1 FROM #predict_keys AS k WHERE k.item_key = raw.item_key
                     ))
             ) AS counted
             WHERE counted.copies = 1;
