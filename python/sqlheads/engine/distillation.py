@@ -20,7 +20,7 @@ class DistillParams:
     """How a student learns from its teacher; the defaults were measured on Rotten Tomatoes
     with the mpnet-rt teacher (see docs/benchmarks.md, "students")."""
 
-    temperature: float = 2.0
+    temperature: float = 4.0
     gold_weight: float = 0.0  # weight of cross-entropy on gold labels; 0: the seed's KL only
     epochs: int | None = None  # None: the student kind's default
     lr: float | None = None  # None: the student kind's default

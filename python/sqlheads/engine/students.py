@@ -33,7 +33,7 @@ class WordStudentParams:
     dim: int = 32  # token embedding width
     channels: int = 64  # width-3 convolution filters, max-pooled over the text
     hidden: int = 64
-    dropout: float = 0.1
+    dropout: float = 0.3
     max_tokens: int = 256  # tokens read per text; the rest is ignored
     init: str = "encoder"  # token embeddings from a PCA of the encoder's own, or "random"
 
