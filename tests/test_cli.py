@@ -88,7 +88,7 @@ def test_errors_without_json_are_one_readable_line(tmp_path):
         app, ["--url", f"sqlite:///{tmp_path / 'x.db'}", "roll-back", "--head", "nothing"]
     )
     assert result.exit_code == 2
-    assert "error 50001" in result.output and "never been deployed" in result.output
+    assert "error 50001" in result.output and "never trained" in result.output
 
 
 def test_url_defaults_to_the_environment(tmp_path, monkeypatch):

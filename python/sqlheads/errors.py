@@ -86,6 +86,24 @@ class InvalidParameterError(SqlheadsError):
     number = 50012
 
 
+class BusyError(SqlheadsError):
+    """Another process holds the set or head (the embedded host's lock); T-SQL's conflict."""
+
+    number = 50000
+
+
+class UnsupportedDatabaseError(SqlheadsError):
+    """A database URL whose dialect sqlheads does not run on, or whose driver is missing."""
+
+    number = 50030
+
+
+class QueryNotAllowedError(QueryShapeError):
+    """A caller's query that tries more than reading tables (ATTACH, PRAGMA, writes, files)."""
+
+    number = 50031
+
+
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,
@@ -99,4 +117,7 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderNotCachedError,
     ExportParityError,
     InvalidParameterError,
+    BusyError,
+    UnsupportedDatabaseError,
+    QueryNotAllowedError,
 )

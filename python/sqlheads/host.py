@@ -7,6 +7,7 @@ their own so that a process killed half-way loses at most the batch in flight.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -22,12 +23,20 @@ import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, LONG_TEXT_MODES, is_cached
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
-from sqlheads.store.repository import Encoder, Store, validate_name
+from sqlheads.store.repository import (
+    HEAD_BUSY,
+    LOCK_TIMEOUT_MS,
+    SET_BUSY,
+    Encoder,
+    Store,
+    validate_name,
+)
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
 DEFAULT_URL = "sqlite:///sqlheads.db"
 
 Progress = Callable[[int, int | None], None]  # (rows just done, total rows or None)
+Stage = Callable[[str], None]  # what a long call is doing now, e.g. exporting the encoder
 
 
 def init(store: Store) -> dict[str, Any]:
@@ -121,10 +130,43 @@ def embed(
     batch_size: int = 32,
     threads: int | None = None,
     progress: Progress | None = None,
+    stage: Stage | None = None,
 ) -> dict[str, Any]:
-    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally."""
-    started = time.perf_counter()
+    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
+
+    One embedding of a set at a time, as ``heads.embed``: another process embedding or
+    dropping the set makes this call fail at once (50000) rather than wait.
+    """
     validate_name("set", set_name)
+    with store.lock("set", set_name, 0, SET_BUSY):
+        return _embed(
+            store,
+            set_name=set_name,
+            source=source,
+            encoder=encoder,
+            long_text=long_text,
+            batch_rows=batch_rows,
+            batch_size=batch_size,
+            threads=threads,
+            progress=progress,
+            stage=stage,
+        )
+
+
+def _embed(
+    store: Store,
+    *,
+    set_name: str,
+    source: str,
+    encoder: str | None,
+    long_text: str | None,
+    batch_rows: int,
+    batch_size: int,
+    threads: int | None,
+    progress: Progress | None,
+    stage: Stage | None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
     if long_text is not None and long_text not in LONG_TEXT_MODES:
         raise InvalidParameterError(
             f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass window or truncate"
@@ -132,10 +174,7 @@ def embed(
     if batch_rows < 1:
         raise InvalidParameterError(f"batch_rows {batch_rows} must be at least 1")
     embedding_set = store.find_set(set_name)
-    if embedding_set is None:
-        chosen = _resolve_encoder(store, encoder)
-        embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
-    else:
+    if embedding_set is not None:
         chosen = store.encoder(embedding_set.encoder_id)
         if encoder is not None and encoder != chosen.name:
             raise EncoderMismatchError(
@@ -147,31 +186,61 @@ def embed(
                 f"set {set_name!r} embeds long texts with {embedding_set.long_text!r}, not "
                 f"{long_text!r}: use a new set name, or drop the set first"
             )
+    # The source's first rows come before anything is written: a query that fails or lacks a
+    # column is refused with no set created and no encoder registered.
+    chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+    first = next(chunks, None)
+    duplicated = store.duplicate_keys(source)
+    if embedding_set is None:
+        if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
+            stage("exporting the encoder to ONNX (first use only)")
+        chosen = _resolve_encoder(store, encoder)
+    if stage is not None:
+        stage(f"embedding {set_name}")
     total = store.count_query(source) if progress is not None else None
     counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
     arguments = _encoder_arguments(store, chosen)
-    for chunk in store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows):
-        keys = [str(k) for k in chunk["item_key"]]
-        chunk = chunk.assign(item_key=keys)
-        stored = store.stored_hashes(embedding_set.set_id, keys)
-        chunk["stored_sha256"] = [stored.get(k) for k in keys]
+
+    def embed_rows(rows: pd.DataFrame) -> None:
+        nonlocal arguments, embedding_set
+        keys = rows["item_key"].tolist()
+        stored = store.stored_hashes(embedding_set.set_id, keys) if embedding_set else {}
+        rows = rows.assign(stored_sha256=[stored.get(k) for k in rows["item_key"]])
         output = procedures.embed(
-            chunk,
-            long_text=embedding_set.long_text,
+            rows,
+            long_text=embedding_set.long_text if embedding_set else long_text or "window",
             batch_size=batch_size,
             threads=threads,
             **arguments,
         )
         arguments = {"encoder_sha256": chosen.sha256}  # cached from now on
+        if embedding_set is None:  # created with its first batch, never empty after a refusal
+            embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
         store.write_embed_batch(embedding_set.set_id, output)
-        rejected = int(output["reject_reason"].notna().sum())
-        counts["rows_read"] += len(chunk)
-        counts["embedded"] += len(output) - rejected
-        counts["rejected"] += rejected
-        counts["unchanged"] += len(chunk) - len(output)
+        rejected = output.loc[output["reject_reason"].notna(), "item_key"]
+        rejected_rows = int(rows["item_key"].isin(rejected).sum())
+        embedded = len(output) - len(rejected)
+        counts["rows_read"] += len(rows)
+        counts["embedded"] += embedded
+        counts["rejected"] += rejected_rows
+        counts["unchanged"] += len(rows) - embedded - rejected_rows
         counts["windowed"] += int((output["windows"].fillna(1) > 1).sum())
+
+    # Every copy of a duplicated key is held back and sent in one last call, which rejects the
+    # key whole: the outcome cannot depend on which batch each copy fell into.
+    held: list[pd.DataFrame] = []
+    for chunk in itertools.chain([first] if first is not None else [], chunks):
+        chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+        copies = chunk["item_key"].isin(duplicated)
+        held.append(chunk[copies])
+        if not copies.all():
+            embed_rows(chunk[~copies])
         if progress is not None:
             progress(len(chunk), total)
+    if duplicated:
+        embed_rows(pd.concat(held, ignore_index=True))
+    if embedding_set is None:  # an empty source: the set exists, with nothing in it yet
+        embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
     seconds = time.perf_counter() - started
     return {
         "set": set_name,
@@ -192,10 +261,41 @@ def train(
     labels: str,
     encoder: str | None = None,
     deploy: str = "if-better",
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    progress: Progress | None = None,
     **head_params: Any,
 ) -> dict[str, Any]:
-    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns."""
+    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
+
+    Trainings of one head run one after the other, as ``heads.train``'s application lock
+    makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50000).
+    ``progress`` hears of each epoch: ``(1, epochs)``.
+    """
     validate_name("head", head)
+    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
+        return _train(
+            store,
+            head=head,
+            set_name=set_name,
+            labels=labels,
+            encoder=encoder,
+            deploy=deploy,
+            progress=progress,
+            **head_params,
+        )
+
+
+def _train(
+    store: Store,
+    *,
+    head: str,
+    set_name: str,
+    labels: str,
+    encoder: str | None,
+    deploy: str,
+    progress: Progress | None,
+    **head_params: Any,
+) -> dict[str, Any]:
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     if encoder is not None and encoder != set_encoder.name:
@@ -218,6 +318,7 @@ def train(
         dim=set_encoder.dim,
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **head_params,
     ).iloc[0]
     model = store.add_model(
@@ -306,27 +407,42 @@ def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
         yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})
 
 
-def deploy(store: Store, *, head: str, version: int) -> dict[str, Any]:
+def deploy(
+    store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
-    model = store.find_model(head, version)
-    store.deploy(head, model.model_id, "deployed by hand")
+    validate_name("head", head)
+    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
+        model = store.find_model(head, version)
+        store.deploy(head, model.model_id, "deployed by hand")
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
-def roll_back(store: Store, *, head: str) -> dict[str, Any]:
+def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
     validate_name("head", head)
-    history = store.deployment_history(head)
-    if not history:
-        raise NotFoundError(f"head {head!r} has never been deployed: nothing to roll back")
-    previous = next((m for m in history if m != history[0]), None)
-    if previous is None:
-        raise NotFoundError(
-            f"head {head!r} has had only one deployed version: nothing to roll back to; "
-            f"deploy another with `sqlheads deploy --head {head} --version N`"
-        )
-    store.deploy(head, previous, "roll-back")
-    model = store.model_by_id(previous)
+    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
+        history = store.deployment_history(head)
+        if not history and store.read_view("model_summary", head=head).empty:
+            # drop-head leaves no trace of a head, so both causes are named
+            raise NotFoundError(
+                f"head {head!r} does not exist: it was never trained, or it was dropped "
+                "(drop-head deletes a head's versions and deployment history); nothing to "
+                f"roll back: train it with `sqlheads train --head {head} ...`"
+            )
+        if not history:
+            raise NotFoundError(
+                f"head {head!r} has never been deployed: nothing to roll back; deploy a "
+                f"version with `sqlheads deploy --head {head} --version N`"
+            )
+        previous = next((m for m in history if m != history[0]), None)
+        if previous is None:
+            raise NotFoundError(
+                f"head {head!r} has had only one deployed version: nothing to roll back to; "
+                f"deploy another with `sqlheads deploy --head {head} --version N`"
+            )
+        store.deploy(head, previous, "roll-back")
+        model = store.model_by_id(previous)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
