@@ -22,6 +22,7 @@ from alembic.runtime.migration import MigrationContext
 import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, LONG_TEXT_MODES, is_cached
+from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import (
     HEAD_BUSY,
@@ -313,6 +314,8 @@ def _train(
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
     deployed = store.deployed_model(head)
+    if progress is not None:
+        progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
     result = procedures.train(
         labelled,
         dim=set_encoder.dim,
