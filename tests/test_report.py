@@ -114,10 +114,12 @@ def test_report_of_an_unknown_head_is_a_numbered_error(store: Store, tmp_path):
 
 @pytest.mark.slow
 def test_versions_plot_draws_equal_scores_as_equal(embedded: Store):
-    for _ in range(3):  # same rows, same seed: three equal accuracies
+    for _ in range(3):  # same rows, same seed: three equal versions
         host.train(embedded, head=HEAD, set_name="reviews", labels=LABELS, epochs=3)
     data = load_report_data(embedded, HEAD)
     assert data.versions["accuracy"].nunique() == 1
+    # The demo's figures: accuracy and macro-F1 apart only in the 6th digit.
+    data.versions = data.versions.assign(accuracy=0.78253223915592, macro_f1=0.782523197660734)
     figure, ax = pyplot().subplots()
     try:
         report._versions(ax, data)

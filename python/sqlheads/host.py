@@ -7,12 +7,13 @@ their own so that a process killed half-way loses at most the batch in flight.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 from alembic import command
@@ -38,6 +39,25 @@ DEFAULT_URL = "sqlite:///sqlheads.db"
 
 Progress = Callable[[int, int | None], None]  # (rows just done, total rows or None)
 Stage = Callable[[str], None]  # what a long call is doing now, e.g. exporting the encoder
+Verb = TypeVar("Verb", bound=Callable[..., Any])
+
+
+def _holding(kind: str, busy: str) -> Callable[[Verb], Verb]:
+    """Run a verb holding the lock of its set (``set_name``) or head (``head``), the names
+    SQL Server's procedures lock with ``sp_getapplock``: a set's verbs do not wait, a head's
+    wait up to the call's ``lock_timeout_ms``; then :class:`~sqlheads.errors.BusyError`."""
+
+    def decorate(verb: Verb) -> Verb:
+        @functools.wraps(verb)
+        def locked(store: Store, **arguments: Any) -> Any:
+            name = validate_name(kind, arguments["set_name" if kind == "set" else "head"])
+            wait = arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS) if kind == "head" else 0
+            with store.lock(kind, name, wait, busy):
+                return verb(store, **arguments)
+
+        return cast(Verb, locked)
+
+    return decorate
 
 
 def init(store: Store) -> dict[str, Any]:
@@ -120,6 +140,7 @@ def _encoder_arguments(store: Store, encoder: Encoder) -> dict[str, Any]:
     return arguments
 
 
+@_holding("set", SET_BUSY)
 def embed(
     store: Store,
     *,
@@ -138,35 +159,6 @@ def embed(
     One embedding of a set at a time, as ``heads.embed``: another process embedding or
     dropping the set makes this call fail at once (50000) rather than wait.
     """
-    validate_name("set", set_name)
-    with store.lock("set", set_name, 0, SET_BUSY):
-        return _embed(
-            store,
-            set_name=set_name,
-            source=source,
-            encoder=encoder,
-            long_text=long_text,
-            batch_rows=batch_rows,
-            batch_size=batch_size,
-            threads=threads,
-            progress=progress,
-            stage=stage,
-        )
-
-
-def _embed(
-    store: Store,
-    *,
-    set_name: str,
-    source: str,
-    encoder: str | None,
-    long_text: str | None,
-    batch_rows: int,
-    batch_size: int,
-    threads: int | None,
-    progress: Progress | None,
-    stage: Stage | None,
-) -> dict[str, Any]:
     started = time.perf_counter()
     if long_text is not None and long_text not in LONG_TEXT_MODES:
         raise InvalidParameterError(
@@ -254,6 +246,7 @@ def _embed(
     }
 
 
+@_holding("head", HEAD_BUSY)
 def train(
     store: Store,
     *,
@@ -272,31 +265,6 @@ def train(
     makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50000).
     ``progress`` hears of each epoch: ``(1, epochs)``.
     """
-    validate_name("head", head)
-    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
-        return _train(
-            store,
-            head=head,
-            set_name=set_name,
-            labels=labels,
-            encoder=encoder,
-            deploy=deploy,
-            progress=progress,
-            **head_params,
-        )
-
-
-def _train(
-    store: Store,
-    *,
-    head: str,
-    set_name: str,
-    labels: str,
-    encoder: str | None,
-    deploy: str,
-    progress: Progress | None,
-    **head_params: Any,
-) -> dict[str, Any]:
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     if encoder is not None and encoder != set_encoder.name:
@@ -410,42 +378,40 @@ def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
         yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})
 
 
+@_holding("head", HEAD_BUSY)
 def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
-    validate_name("head", head)
-    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
-        model = store.find_model(head, version)
-        store.deploy(head, model.model_id, "deployed by hand")
+    model = store.find_model(head, version)
+    store.deploy(head, model.model_id, "deployed by hand")
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
+@_holding("head", HEAD_BUSY)
 def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
-    validate_name("head", head)
-    with store.lock("head", head, lock_timeout_ms, HEAD_BUSY):
-        history = store.deployment_history(head)
-        if not history and store.read_view("model_summary", head=head).empty:
-            # drop-head leaves no trace of a head, so both causes are named
-            raise NotFoundError(
-                f"head {head!r} does not exist: it was never trained, or it was dropped "
-                "(drop-head deletes a head's versions and deployment history); nothing to "
-                f"roll back: train it with `sqlheads train --head {head} ...`"
-            )
-        if not history:
-            raise NotFoundError(
-                f"head {head!r} has never been deployed: nothing to roll back; deploy a "
-                f"version with `sqlheads deploy --head {head} --version N`"
-            )
-        previous = next((m for m in history if m != history[0]), None)
-        if previous is None:
-            raise NotFoundError(
-                f"head {head!r} has had only one deployed version: nothing to roll back to; "
-                f"deploy another with `sqlheads deploy --head {head} --version N`"
-            )
-        store.deploy(head, previous, "roll-back")
-        model = store.model_by_id(previous)
+    history = store.deployment_history(head)
+    if not history and store.read_view("model_summary", head=head).empty:
+        # drop-head leaves no trace of a head, so both causes are named
+        raise NotFoundError(
+            f"head {head!r} does not exist: it was never trained, or it was dropped "
+            "(drop-head deletes a head's versions and deployment history); nothing to "
+            f"roll back: train it with `sqlheads train --head {head} ...`"
+        )
+    if not history:
+        raise NotFoundError(
+            f"head {head!r} has never been deployed: nothing to roll back; deploy a "
+            f"version with `sqlheads deploy --head {head} --version N`"
+        )
+    previous = next((m for m in history if m != history[0]), None)
+    if previous is None:
+        raise NotFoundError(
+            f"head {head!r} has had only one deployed version: nothing to roll back to; "
+            f"deploy another with `sqlheads deploy --head {head} --version N`"
+        )
+    store.deploy(head, previous, "roll-back")
+    model = store.model_by_id(previous)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
