@@ -29,7 +29,7 @@ from sqlheads.report import pyplot
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 
 SCALES = ("full", "quick", "tiny")
-ORDER = ("encode", "load", "train", "score", "accuracy")
+ORDER = ("encode", "load", "train", "score", "accuracy", "students")
 PACKAGES = (
     "sqlheads",
     "numpy",

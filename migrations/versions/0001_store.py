@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from alembic import op
 
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
-from sqlheads.store.schema import VIEWS
 
 # SQL Server keeps every object in its own schema; SQLite has none.
 IS_MSSQL = op.get_context().dialect.name == "mssql"
@@ -212,22 +211,33 @@ def downgrade() -> None:
     op.drop_table("encoders", schema=SCHEMA)
 
 
-def _create_views() -> None:
-    """Views compiled from the selects in the schema module, for this dialect.
+# The views as this revision created them, frozen: a later revision that changes a view drops
+# and recreates it with its own text, so upgrading from any revision gives the same database.
+VIEWS_SQL = {
+    "latest_predictions": """SELECT models.head, models.version, predictions.model_id, embedding_sets.name AS set_name, predictions.item_key, predictions.label, predictions.score, predictions.probabilities_json, predictions.predicted_at 
+FROM predictions JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
+FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = predictions.model_id JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id""",
+    "model_summary": """SELECT models.head, models.version, models.model_id, models.kind, embedding_sets.name AS set_name, encoders.name AS encoder_name, models.accuracy, models.macro_f1, models.rows_train, models.rows_test, models.seconds, models.created_at, CASE WHEN (current_deployments.model_id IS NOT NULL) THEN 1 ELSE 0 END AS is_deployed 
+FROM models JOIN embedding_sets ON embedding_sets.set_id = models.set_id JOIN encoders ON encoders.encoder_id = models.encoder_id LEFT OUTER JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
+FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = models.model_id""",
+    "report_figures": """SELECT models.head, models.version, model_figures.model_id, model_figures.figure, model_figures.series, model_figures.x, model_figures.value 
+FROM model_figures JOIN models ON models.model_id = model_figures.model_id""",
+}
 
-    On SQL Server the views (with procedures and roles) come from sql/ instead; see
-    the SQL Server migration.
-    """
+
+def _create_views() -> None:
+    """SQLite's views; on SQL Server the views (with procedures and roles) come from sql/
+    instead (see the SQL Server migrations)."""
     if IS_MSSQL:
         return
-    dialect = op.get_context().dialect
-    for name, build in VIEWS.items():
-        compiled = build().compile(dialect=dialect, compile_kwargs={"literal_binds": True})
-        op.execute(f"CREATE VIEW {name} AS {compiled}")
+    for name, sql in VIEWS_SQL.items():
+        op.execute(f"CREATE VIEW {name} AS {sql}")
 
 
 def _drop_views() -> None:
     if IS_MSSQL:
         return
-    for name in VIEWS:
+    for name in VIEWS_SQL:
         op.execute(f"DROP VIEW IF EXISTS {name}")

@@ -25,6 +25,7 @@ from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads import host
+from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import SqlheadsError
 from sqlheads.store.repository import LOCK_TIMEOUT_MS, Store
@@ -323,6 +324,69 @@ def train(
 
 
 @app.command()
+def distill(
+    head: Annotated[str, typer.Option(help="Head to add a student version to.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set the rows belong to.")],
+    labels: Annotated[str, typer.Option(help="SELECT returning item_key and label (gold).")],
+    student: Annotated[
+        str, typer.Option(help="word (raw text, no encoder at scoring) or head (stored vectors).")
+    ] = "word",
+    soft_labels: Annotated[
+        str | None,
+        typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
+    ] = None,
+    teacher: Annotated[
+        str | None,
+        typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="Word student: SELECT item_key, text (default: the set's source)."),
+    ] = None,
+    transfer: Annotated[
+        str | None,
+        typer.Option(
+            help="SELECT item_key: distil only on these rows (default: all but held out)."
+        ),
+    ] = None,
+    temperature: Annotated[float, typer.Option()] = DistillParams.temperature,
+    gold_weight: Annotated[
+        float, typer.Option(help="Weight of cross-entropy on gold labels (0: KL only).")
+    ] = DistillParams.gold_weight,
+    epochs: Annotated[int | None, typer.Option(help="Default: the student kind's.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Default: the student kind's.")] = None,
+    batch_size: Annotated[int, typer.Option()] = DistillParams.batch_size,
+    test_fraction: Annotated[float, typer.Option(help="Held-out share, as train's.")] = 0.2,
+    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
+    deploy: Annotated[str, typer.Option(help="if-better, always or never.")] = "if-better",
+) -> None:
+    """Distil a teacher's soft labels into a student version of a head."""
+
+    def action() -> dict[str, Any]:
+        return host.distill(
+            _store(),
+            head=head,
+            set_name=set_name,
+            labels=labels,
+            student=student,
+            soft_labels=soft_labels,
+            teacher=teacher,
+            source=source,
+            transfer=transfer,
+            deploy=deploy,
+            temperature=temperature,
+            gold_weight=gold_weight,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            test_fraction=test_fraction,
+            seed=seed,
+        )
+
+    _run(action, "distill")
+
+
+@app.command()
 def predict(
     head: Annotated[str, typer.Option(help="Head to score with.")],
     set_name: Annotated[str, typer.Option("--set", help="Embedding set to score.")],
@@ -330,8 +394,14 @@ def predict(
     keys: Annotated[
         str | None, typer.Option(help="SELECT returning item_key: score only these.")
     ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Text models: SELECT returning item_key and text (default: the set's source)."
+        ),
+    ] = None,
 ) -> None:
-    """Score a set into the predictions table (re-running replaces)."""
+    """Score a set into the predictions table with a version of any kind (re-running replaces)."""
 
     def action() -> dict[str, Any]:
         with _progress(f"scoring {set_name}") as progress:
@@ -341,6 +411,7 @@ def predict(
                 set_name=set_name,
                 version=version,
                 keys=keys,
+                source=source,
                 progress=progress,
             )
 

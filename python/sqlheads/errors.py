@@ -86,6 +86,36 @@ class InvalidParameterError(SqlheadsError):
     number = 50012
 
 
+class ClassMismatchError(SqlheadsError):
+    """Soft labels whose classes differ from the gold labels' (or a model's)."""
+
+    number = 50020
+
+
+class ForeignSoftLabelsError(SqlheadsError):
+    """Soft labels of another set, or of keys the set does not hold."""
+
+    number = 50021
+
+
+class UnknownKindError(SqlheadsError):
+    """A model or student kind that does not exist."""
+
+    number = 50022
+
+
+class HeldOutLeakError(SqlheadsError):
+    """A held-out (test) row among the rows a student would be distilled on."""
+
+    number = 50023
+
+
+class MissingTextError(SqlheadsError):
+    """A text model asked to score or learn without a query that returns the rows' text."""
+
+    number = 50024
+
+
 class BusyError(SqlheadsError):
     """Another process holds the set or head (the embedded host's lock); T-SQL's conflict."""
 
@@ -117,6 +147,11 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderNotCachedError,
     ExportParityError,
     InvalidParameterError,
+    ClassMismatchError,
+    ForeignSoftLabelsError,
+    UnknownKindError,
+    HeldOutLeakError,
+    MissingTextError,
     BusyError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,

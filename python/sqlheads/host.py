@@ -11,10 +11,11 @@ import functools
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import pandas as pd
 from alembic import command
 from alembic.config import Config
@@ -23,16 +24,33 @@ from alembic.runtime.migration import MigrationContext
 import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, LONG_TEXT_MODES, is_cached
-from sqlheads.engine.heads import HeadParams
-from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
+from sqlheads.engine.heads import HeadClassifier, HeadParams
+from sqlheads.engine.kinds import model_kind, parameter_count, student_kind
+from sqlheads.errors import (
+    EncoderMismatchError,
+    ForeignSoftLabelsError,
+    InvalidParameterError,
+    MissingTextError,
+    NotFoundError,
+    QueryShapeError,
+)
 from sqlheads.store.repository import (
     HEAD_BUSY,
     LOCK_TIMEOUT_MS,
     SET_BUSY,
+    EmbeddingSet,
     Encoder,
+    Model,
     Store,
     validate_name,
 )
+from sqlheads.store.soft_labels import (
+    Teacher,
+    find_teacher,
+    read_soft_labels,
+    store_soft_labels,
+)
+from sqlheads.store.vectors import pack_rows, unpack_rows
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
 DEFAULT_URL = "sqlite:///sqlheads.db"
@@ -234,6 +252,7 @@ def embed(
         embed_rows(pd.concat(held, ignore_index=True))
     if embedding_set is None:  # an empty source: the set exists, with nothing in it yet
         embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
+    store.set_source_query(embedding_set.set_id, source)
     seconds = time.perf_counter() - started
     return {
         "set": set_name,
@@ -272,13 +291,7 @@ def train(
             f"set {set_name!r} holds vectors of encoder {set_encoder.name!r}, not {encoder!r}: "
             "train on a set embedded with that encoder, or drop --encoder"
         )
-    frames = list(store.run_query(labels, ("item_key", "label"), "labels", 10_000))
-    labelled = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=["item_key", "label"])
-    )
-    labelled["item_key"] = [str(k) for k in labelled["item_key"]]
+    labelled = _read_labels(store, labels)
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
     deployed = store.deployed_model(head)
@@ -292,15 +305,50 @@ def train(
         on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **head_params,
     ).iloc[0]
+    parameters = parameter_count(HeadClassifier.from_bytes(result["blob"]))
+    return _record_version(
+        store,
+        head,
+        embedding_set,
+        set_encoder,
+        result,
+        deploy,
+        deployed,
+        {"kind": "head", "parameters": parameters},
+    )
+
+
+def _read_labels(store: Store, labels: str) -> pd.DataFrame:
+    frames = list(store.run_query(labels, ("item_key", "label"), "labels", 10_000))
+    labelled = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["item_key", "label"])
+    )
+    labelled["item_key"] = [str(k) for k in labelled["item_key"]]
+    return labelled
+
+
+def _record_version(
+    store: Store,
+    head: str,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    result: pd.Series,
+    deploy: str,
+    deployed: Model | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """Store a trained or distilled version, deploy it if its policy said so; the summary."""
     model = store.add_model(
         {
             "head": head,
-            "kind": "mlp_head",
             "set_id": embedding_set.set_id,
             "encoder_id": set_encoder.encoder_id,
             **{c: result[c] for c in procedures.TRAIN_OUTPUT if c != "deploy"},
             "rows_train": int(result["rows_train"]),
             "rows_test": int(result["rows_test"]),
+            **extra,
         }
     )
     if bool(result["deploy"]):
@@ -309,18 +357,222 @@ def train(
         "head": head,
         "version": model.version,
         "model_id": model.model_id,
-        "set": set_name,
+        "kind": model.kind,
+        "set": embedding_set.name,
         "encoder": set_encoder.name,
         "classes": json.loads(result["classes_json"]),
         "accuracy": round(float(result["accuracy"]), 4),
         "macro_f1": round(float(result["macro_f1"]), 4),
         "rows_train": int(result["rows_train"]),
         "rows_test": int(result["rows_test"]),
+        "parameters": extra.get("parameters"),
         "deployed": bool(result["deploy"]),
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
     }
+
+
+@_holding("head", HEAD_BUSY)  # a new version of the head, as train makes
+def distill(
+    store: Store,
+    *,
+    head: str,
+    set_name: str,
+    labels: str,
+    student: str = "word",
+    soft_labels: str | None = None,
+    teacher: str | None = None,
+    source: str | None = None,
+    transfer: str | None = None,
+    deploy: str = "if-better",
+    threads: int | None = None,
+    **distill_params: Any,
+) -> dict[str, Any]:
+    """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
+
+    Soft labels come from ``soft_labels`` (a SELECT returning ``item_key`` and one column per
+    class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
+    earlier (``teacher`` alone). A word student reads the rows' text through ``source``, or the
+    set's own last source query; a head student reads the set's vectors. ``transfer`` (a SELECT
+    returning ``item_key``) restricts the rows distilled on.
+    """
+    started = time.perf_counter()
+    validate_name("head", head)
+    kind = student_kind(student)
+    embedding_set = store.require_set(set_name)
+    set_encoder = store.encoder(embedding_set.encoder_id)
+    labelled = _read_labels(store, labels)
+    if soft_labels is not None:
+        name = validate_name("teacher", teacher or f"{head}_teacher")
+        _refuse_foreign_teacher(store, find_teacher(store, name), embedding_set)
+        soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
+    elif teacher is not None:
+        found = find_teacher(store, teacher)
+        if found is None:
+            raise NotFoundError(
+                f"teacher {teacher!r} has no stored soft labels: store them with "
+                "`sqlheads distill ... --soft-labels QUERY --teacher NAME`"
+            )
+        _refuse_foreign_teacher(store, found, embedding_set)
+        name, soft, teacher_classes = (
+            found.name,
+            read_soft_labels(store, found.teacher_id),
+            found.classes,
+        )
+    else:
+        raise InvalidParameterError(
+            "distill needs a teacher's soft labels: pass --soft-labels \"SELECT item_key, ... AS "
+            '<class>, ..." or --teacher NAME (soft labels stored earlier)'
+        )
+    keys = list(dict.fromkeys(labelled["item_key"].tolist() + soft["item_key"].tolist()))
+    frame = pd.DataFrame({"item_key": keys})
+    frame["label"] = frame["item_key"].map(
+        dict(zip(labelled["item_key"], labelled["label"], strict=True))
+    )
+    frame["logits"] = frame["item_key"].map(
+        dict(zip(soft["item_key"], soft["logits"], strict=True))
+    )
+    arguments: dict[str, Any] = {"dim": set_encoder.dim}
+    if kind.reads == "text":
+        texts = _read_texts(store, source or embedding_set.source_query, set_name)
+        frame["text"] = frame["item_key"].map(texts)
+        onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
+        arguments |= {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}
+        known = set(texts)
+    else:
+        vectors = store.vectors_for_keys(embedding_set.set_id, keys)
+        frame["vector"] = frame["item_key"].map(vectors)
+        known = set(vectors)
+    if soft_labels is not None:
+        _refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
+    if transfer is not None:
+        chosen = {
+            str(k)
+            for c in store.run_query(transfer, ("item_key",), "transfer")
+            for k in c["item_key"]
+        }
+        frame["in_transfer"] = frame["item_key"].isin(chosen).astype(int)
+    deployed = store.deployed_model(head)
+    result = procedures.distill(
+        frame,
+        student=student,
+        teacher_classes_json=json.dumps(teacher_classes),
+        deploy=deploy,
+        deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        threads=threads,
+        **arguments,
+        **distill_params,
+    ).iloc[0]
+    if soft_labels is not None:
+        stored = store_soft_labels(
+            store,
+            name,
+            embedding_set.set_id,
+            teacher_classes,
+            soft["item_key"].tolist(),
+            unpack_rows(soft["logits"].tolist(), len(teacher_classes)),
+        )
+    else:
+        stored = find_teacher(store, name)
+    summary = _record_version(
+        store,
+        head,
+        embedding_set,
+        set_encoder,
+        result,
+        deploy,
+        deployed,
+        {
+            "kind": result["kind"],
+            "parameters": int(result["parameters"]),
+            "teacher_id": stored.teacher_id,
+            "teacher_accuracy": _none_if_nan(result["teacher_accuracy"]),
+        },
+    )
+    teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
+    return summary | {
+        "teacher": name,
+        "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
+        "rows_without_input": int(result["rows_without_input"]),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _none_if_nan(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _refuse_foreign_teacher(
+    store: Store, found: Teacher | None, embedding_set: EmbeddingSet
+) -> None:
+    if found is not None and found.set_id != embedding_set.set_id:
+        raise ForeignSoftLabelsError(
+            f"teacher {found.name!r} holds soft labels of another set, not of "
+            f"{embedding_set.name!r}: distil on that set, or store this set's soft labels under "
+            "another --teacher name"
+        )
+
+
+def _read_soft_labels_query(store: Store, sql: str) -> tuple[pd.DataFrame, list[str]]:
+    """A caller's soft-labels query: ``item_key`` and one numeric column per class."""
+    frames = list(store.run_query(sql, ("item_key",), "soft labels", 10_000, all_columns=True))
+    if not frames:
+        raise QueryShapeError("the soft labels query returned no rows: check its WHERE clause")
+    frame = pd.concat(frames, ignore_index=True)
+    classes = [str(c) for c in frame.columns if c != "item_key"]
+    if len(classes) < 2:
+        raise QueryShapeError(
+            "the soft labels query must return item_key and one logit column per class, named "
+            f"after the class (it returned {', '.join(map(str, frame.columns))}): e.g. SELECT "
+            "item_key, logit_0 AS negative, logit_1 AS positive FROM teacher_logits"
+        )
+    try:
+        logits = frame.drop(columns="item_key").to_numpy(dtype=np.float32)
+    except (TypeError, ValueError):
+        raise QueryShapeError(
+            "the soft labels query returned non-numeric logits: return one number per class"
+        ) from None
+    if np.isnan(logits).any():
+        raise InvalidParameterError(
+            f"{int(np.isnan(logits).any(axis=1).sum())} soft-label row(s) hold NULL logits: "
+            "filter them out (WHERE ... IS NOT NULL)"
+        )
+    keys = [str(k) for k in frame["item_key"]]
+    if len(set(keys)) != len(keys):
+        raise InvalidParameterError(
+            f"{len(keys) - len(set(keys))} item_key(s) appear more than once in the soft labels "
+            "query: give each key one row of logits"
+        )
+    return pd.DataFrame({"item_key": keys, "logits": pack_rows(logits)}), classes
+
+
+def _read_texts(store: Store, sql: str | None, set_name: str) -> dict[str, Any]:
+    if sql is None:
+        raise MissingTextError(
+            f"set {set_name!r} has no source query to read text through: pass --source "
+            '"SELECT ... AS item_key, ... AS text FROM ..."'
+        )
+    texts: dict[str, Any] = {}
+    for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
+        texts.update(zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True))
+    return texts
+
+
+def _refuse_foreign_keys(
+    store: Store, embedding_set: EmbeddingSet, keys: pd.Series, known: set[str]
+) -> None:
+    """Soft labels must be of rows the set holds: rows of its text source or its vectors."""
+    candidates = [k for k in keys if k not in known]
+    embedded = store.stored_hashes(embedding_set.set_id, candidates)
+    outside = [k for k in candidates if k not in embedded]
+    if outside:
+        raise ForeignSoftLabelsError(
+            f"{len(outside)} of {len(keys)} soft-labelled key(s) are not in set "
+            f"{embedding_set.name!r} "
+            f"(e.g. {outside[0]!r}): they belong to another set; filter the soft labels query, "
+            "or pass --source returning their text"
+        )
 
 
 def predict(
@@ -330,30 +582,30 @@ def predict(
     set_name: str,
     version: int | None = None,
     keys: str | None = None,
+    source: str | None = None,
     batch_rows: int = 10_000,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Score a set (or the keys a query returns) with the deployed or a named version."""
+    """Score a set (or the keys a query returns) with the deployed or a named version.
+
+    A head reads the set's stored vectors; a text model (a word student) reads the rows' text
+    through ``source``, or the set's own last source query.
+    """
     started = time.perf_counter()
     model = store.find_model(head, version)
+    kind = model_kind(model.kind)
     embedding_set = store.require_set(set_name)
-    if embedding_set.encoder_id != model.encoder_id:
-        raise EncoderMismatchError(
-            f"head {head!r} version {model.version} was trained on vectors of encoder "
-            f"{store.encoder(model.encoder_id).name!r} but set {set_name!r} holds "
-            f"{store.encoder(embedding_set.encoder_id).name!r}: embed the texts with the "
-            "head's encoder into another set"
-        )
-    blob = store.model_blob(model.model_id)
-    total = store.set_counts(embedding_set.set_id)["set_rows"] if keys is None else None
-    if keys is None:
-        chunks = store.iter_vectors(embedding_set.set_id, batch_rows)
+    if kind.reads == "vector":
+        chunks, total = _vector_chunks(store, model, embedding_set, keys, source, batch_rows)
     else:
-        chunks = _keyed_vectors(store, embedding_set.set_id, keys, batch_rows)
+        chunks, total = _text_chunks(store, embedding_set, keys, source, batch_rows)
+    blob = store.model_blob(model.model_id)
     rows = missing = 0
     for chunk in chunks:
-        missing += int(chunk["vector"].isna().sum())
-        output = procedures.predict(chunk, model_sha256=model.sha256, model_blob=blob)
+        missing += int(chunk[kind.reads].isna().sum())
+        output = procedures.predict(
+            chunk, model_sha256=model.sha256, model_blob=blob, kind=model.kind
+        )
         store.write_predictions(model.model_id, embedding_set.set_id, output)
         rows += len(output)
         if progress is not None:
@@ -363,12 +615,66 @@ def predict(
         "head": head,
         "version": model.version,
         "model_id": model.model_id,
+        "kind": kind.name,
         "set": set_name,
         "rows": rows,
-        "keys_without_embedding": missing,
+        "keys_without_embedding" if kind.reads == "vector" else "keys_without_text": missing,
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds, 1) if seconds else None,
     }
+
+
+def _vector_chunks(
+    store: Store,
+    model: Model,
+    embedding_set: EmbeddingSet,
+    keys: str | None,
+    source: str | None,
+    batch_rows: int,
+) -> tuple[Iterator[pd.DataFrame], int | None]:
+    if source is not None:
+        raise InvalidParameterError(
+            f"head {model.head!r} version {model.version} is a {model.kind} that reads the "
+            "set's stored vectors, not text: drop --source"
+        )
+    if embedding_set.encoder_id != model.encoder_id:
+        raise EncoderMismatchError(
+            f"head {model.head!r} version {model.version} was trained on vectors of encoder "
+            f"{store.encoder(model.encoder_id).name!r} but set {embedding_set.name!r} holds "
+            f"{store.encoder(embedding_set.encoder_id).name!r}: embed the texts with the "
+            "head's encoder into another set"
+        )
+    if keys is None:
+        total = store.set_counts(embedding_set.set_id)["set_rows"]
+        return store.iter_vectors(embedding_set.set_id, batch_rows), total
+    return _keyed_vectors(store, embedding_set.set_id, keys, batch_rows), None
+
+
+def _text_chunks(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    keys: str | None,
+    source: str | None,
+    batch_rows: int,
+) -> tuple[Iterator[pd.DataFrame], int | None]:
+    sql = source or embedding_set.source_query
+    if sql is None:
+        raise MissingTextError(
+            f"set {embedding_set.name!r} has no source query and none was passed: a text model "
+            'scores raw text; pass --source "SELECT ... AS item_key, ... AS text FROM ..."'
+        )
+    wanted = (
+        None
+        if keys is None
+        else {str(k) for c in store.run_query(keys, ("item_key",), "keys") for k in c["item_key"]}
+    )
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", batch_rows):
+            chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+            yield chunk if wanted is None else chunk[chunk["item_key"].isin(wanted)]
+
+    return chunks(), None
 
 
 def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):

@@ -22,12 +22,17 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
+from sqlheads.engine import kinds
+from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.errors import (
+    ClassMismatchError,
+    HeldOutLeakError,
     InvalidParameterError,
     MissingEmbeddingsError,
+    MissingTextError,
     QueryShapeError,
 )
 from sqlheads.store.vectors import pack_rows, unpack_rows
@@ -53,7 +58,14 @@ TRAIN_OUTPUT = (
     "deploy",
 )
 DUPLICATE_KEY = "duplicate item_key in the source query"
-PREDICT_INPUT = ("item_key", "vector")
+DISTILL_INPUT = ("item_key", "label", "logits")  # + the kind's input; optionally in_transfer
+DISTILL_OUTPUT = TRAIN_OUTPUT + (
+    "kind",
+    "parameters",
+    "teacher_accuracy",
+    "rows_without_input",
+)
+PREDICT_INPUT = ("item_key", "vector")  # "text" instead of "vector" for a text model
 PREDICT_OUTPUT = ("item_key", "label", "score", "probabilities_json")
 
 
@@ -70,6 +82,15 @@ def _require_columns(frame: pd.DataFrame, needed: tuple[str, ...], what: str) ->
 def _keys(series: pd.Series) -> list[str]:
     """Item keys as text, whatever type the source column had."""
     return [str(k) for k in series]
+
+
+def _refuse_duplicate_keys(keys: list[str]) -> None:
+    duplicated = len(keys) - len(set(keys))
+    if duplicated:
+        raise InvalidParameterError(
+            f"{duplicated} item_key(s) appear more than once in the labels query: "
+            "give each key one label (e.g. SELECT DISTINCT or GROUP BY)"
+        )
 
 
 def text_sha256(text: str) -> str:
@@ -223,12 +244,7 @@ def train(
         raise MissingEmbeddingsError(
             "the labels query returned no rows: check its WHERE clause and the set's keys"
         )
-    duplicated = len(keys) - len(set(keys))
-    if duplicated:
-        raise InvalidParameterError(
-            f"{duplicated} item_key(s) appear more than once in the labels query: "
-            "give each key one label (e.g. SELECT DISTINCT or GROUP BY)"
-        )
+    _refuse_duplicate_keys(keys)
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:
@@ -277,34 +293,248 @@ def train(
     )
 
 
+def distill(
+    input_data: pd.DataFrame,
+    *,
+    student: str,
+    teacher_classes_json: str,
+    dim: int | None = None,
+    tokenizer_json: str | None = None,
+    encoder_onnx: bytes | None = None,
+    temperature: float = DistillParams.temperature,
+    gold_weight: float = DistillParams.gold_weight,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int = DistillParams.batch_size,
+    hidden: int | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    deploy: str = "if-better",
+    deployed_macro_f1: float | None = None,
+    threads: int | None = None,
+) -> pd.DataFrame:
+    """Distil a teacher's soft labels into a student of kind ``student``; one output row.
+
+    Input, one row per key: ``item_key``; ``label`` (gold, NULL for rows only the teacher
+    labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
+    where it has none); the student's input (``text`` for a word student, ``vector`` for a head
+    student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
+    held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
+    distilled on, and one named in ``in_transfer`` is refused.
+    """
+    started = time.perf_counter()
+    kind = kinds.student_kind(student)
+    _check_policy(deploy)
+    default_epochs, default_lr = kinds.DISTILL_DEFAULTS[kind.name]
+    distill_params = DistillParams(
+        temperature=temperature,
+        gold_weight=gold_weight,
+        epochs=epochs or default_epochs,
+        lr=lr or default_lr,
+        batch_size=batch_size,
+        seed=seed,
+    ).validate()
+    _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
+    keys = _keys(input_data["item_key"])
+    _refuse_duplicate_keys(keys)
+    teacher_classes = [str(c) for c in json.loads(teacher_classes_json)]
+    labelled = _present(input_data["label"], "text")
+    gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
+    classes = sorted(set(gold_labels[labelled].tolist()))
+    if classes != sorted(teacher_classes):
+        raise ClassMismatchError(
+            f"the soft labels have classes {sorted(teacher_classes)} but the gold labels have "
+            f"{classes}: name the soft-label columns after the label values (e.g. SELECT "
+            "item_key, logit_0 AS negative, logit_1 AS positive ...)"
+        )
+    if not labelled.any():
+        raise MissingEmbeddingsError("the labels query returned no rows: check its WHERE clause")
+    train_labelled, test_labelled = stratified_split(
+        np.asarray(keys, dtype=object)[labelled],
+        gold_labels[labelled],
+        test_fraction=test_fraction,
+        seed=seed,
+    )
+    held_out = np.zeros(len(keys), dtype=bool)
+    held_out[np.flatnonzero(labelled)[test_labelled]] = True
+    logits = np.full((len(keys), len(classes)), np.nan, dtype=np.float32)
+    has_logits = input_data["logits"].notna().to_numpy()
+    if has_logits.any():
+        order = [teacher_classes.index(c) for c in classes]
+        logits[has_logits] = unpack_rows(
+            input_data["logits"][has_logits].tolist(), len(teacher_classes)
+        )[:, order]
+    if "in_transfer" in input_data.columns:
+        chosen = input_data["in_transfer"].fillna(0).astype(bool).to_numpy()
+        leaked = chosen & held_out
+        if leaked.any():
+            example = np.asarray(keys, dtype=object)[leaked][0]
+            raise HeldOutLeakError(
+                f"{int(leaked.sum())} row(s) of the transfer query are held out for the "
+                f"metrics (e.g. {example!r}): distilling on them would score the student on "
+                "rows it learnt; remove them from the transfer query"
+            )
+        distilled = chosen | (labelled & ~held_out)
+    else:
+        distilled = (labelled | has_logits) & ~held_out
+    if distill_params.gold_weight == 0:
+        distilled &= has_logits  # with no gold term, a row without soft labels teaches nothing
+    has_input = _present(input_data[kind.reads], kind.reads)
+    lacking = labelled & ~has_input
+    if lacking.any():
+        what = "text" if kind.reads == "text" else "embedding"
+        error = MissingTextError if kind.reads == "text" else MissingEmbeddingsError
+        raise error(
+            f"{int(lacking.sum())} labelled key(s) have no {what} (e.g. "
+            f"{np.asarray(keys, dtype=object)[lacking][0]!r}): "
+            + (
+                "make the source query return their text"
+                if kind.reads == "text"
+                else "embed them first, or restrict the labels query to embedded keys"
+            )
+        )
+    without_input = distilled & ~has_input
+    distilled &= has_input
+    class_index = {c: i for i, c in enumerate(classes)}
+    gold = np.array(
+        [class_index[g] if ok else -1 for g, ok in zip(gold_labels, labelled, strict=True)]
+    )
+    values = input_data[kind.reads]
+    train_rows, test_rows = np.flatnonzero(distilled), np.flatnonzero(held_out)
+    if kind.reads == "text":
+        from sqlheads.engine.students import WordStudent
+
+        if tokenizer_json is None:
+            raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
+        texts = [str(v) for v in values]
+        model = WordStudent().fit(
+            [texts[i] for i in train_rows],
+            classes,
+            logits[train_rows],
+            gold[train_rows],
+            tokenizer_json=tokenizer_json,
+            encoder_onnx=encoder_onnx,
+            distill=distill_params,
+            threads=threads,
+        )
+        test_inputs = [texts[i] for i in test_rows]
+    else:
+        from sqlheads.engine.head_student import distil_head
+
+        if dim is None:
+            raise InvalidParameterError("a head student needs the set's vector dimension: pass dim")
+        X = np.zeros((len(keys), dim), dtype=np.float32)
+        X[has_input] = unpack_rows(values[has_input].tolist(), dim)
+        model = distil_head(
+            X[train_rows],
+            classes,
+            logits[train_rows],
+            gold[train_rows],
+            head=HeadParams(hidden=hidden, seed=seed),
+            distill=distill_params,
+        )
+        test_inputs = X[test_rows]
+    predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
+    truth = gold_labels[test_rows].astype(str)
+    metrics = classification_metrics(truth, predicted, classes)
+    teacher_known = has_logits[test_rows]
+    teacher_accuracy = (
+        float(
+            np.mean(
+                np.asarray(classes)[logits[test_rows][teacher_known].argmax(axis=1)]
+                == truth[teacher_known]
+            )
+        )
+        if teacher_known.any()
+        else None
+    )
+    metrics["teacher_accuracy"] = teacher_accuracy
+    metrics["teacher_rows_test"] = int(teacher_known.sum())
+    blob = model.to_bytes()
+    params_record = {
+        "student": student,
+        **(
+            asdict(model.params)
+            if kind.reads == "text"
+            else {"hidden": int(model.weights_["w1"].shape[0])}
+        ),
+        **asdict(distill_params),
+        "test_fraction": test_fraction,
+        "dim": dim,
+    }
+    return pd.DataFrame(
+        [
+            {
+                "classes_json": json.dumps(classes),
+                "params_json": json.dumps(params_record),
+                "metrics_json": json.dumps(metrics),
+                "loss_curve_json": json.dumps(model.loss_curve_),
+                "accuracy": metrics["accuracy"],
+                "macro_f1": metrics["macro_f1"],
+                "rows_train": len(train_rows),
+                "rows_test": len(test_rows),
+                "seconds": time.perf_counter() - started,
+                "blob": blob,
+                "sha256": hashlib.sha256(blob).hexdigest(),
+                "onnx": model.to_onnx(),
+                "deploy": decide_deploy(deploy, metrics["macro_f1"], deployed_macro_f1),
+                "kind": kind.name,
+                "parameters": kinds.parameter_count(model),
+                "teacher_accuracy": teacher_accuracy,
+                "rows_without_input": int(without_input.sum()),
+            }
+        ],
+        columns=list(DISTILL_OUTPUT),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 
-_heads: dict[str, HeadClassifier] = {}
+_models: dict[str, kinds.Scorer] = {}
 
 
-def predict(input_data: pd.DataFrame, *, model_sha256: str, model_blob: bytes) -> pd.DataFrame:
+def _present(values: pd.Series, reads: str) -> np.ndarray:
+    """Rows that hold an input: a vector, or a text that is not NULL or blank."""
+    present = values.notna().to_numpy(copy=True)
+    if reads == "text":
+        present &= np.array([bool(str(v).strip()) for v in values], dtype=bool)
+    return present
+
+
+def _model_inputs(values: pd.Series, reads: str, model: kinds.Scorer):
+    if reads == "text":
+        return [str(v) for v in values]
+    return unpack_rows(values.tolist(), model.n_features_in_)
+
+
+def predict(
+    input_data: pd.DataFrame, *, model_sha256: str, model_blob: bytes, kind: str = "head"
+) -> pd.DataFrame:
     """Label, score (the top probability) and every class's probability, per input row.
 
-    Input: ``item_key``, ``vector``. Rows with a NULL vector are skipped (nothing to score).
+    Input: ``item_key`` and the kind's input: ``vector`` for heads, ``text`` for text models
+    (see :mod:`sqlheads.engine.kinds`). Rows without one (NULL, or blank text) are skipped.
     """
-    _require_columns(input_data, PREDICT_INPUT, "predict input")
-    head = _heads.get(model_sha256)
-    if head is None:
+    model_kind = kinds.model_kind(kind)
+    _require_columns(input_data, ("item_key", model_kind.reads), "predict input")
+    model = _models.get(model_sha256)
+    if model is None:
         actual = hashlib.sha256(model_blob).hexdigest()
         if actual != model_sha256:
             raise InvalidParameterError(
                 f"model blob hashes to {actual[:12]}, not {model_sha256[:12]}: the stored "
                 "model is corrupt; train a new version"
             )
-        head = _heads[model_sha256] = HeadClassifier.from_bytes(model_blob)
-    present = input_data["vector"].notna().to_numpy()
-    rows = input_data[present]
+        model = _models[model_sha256] = model_kind.load(model_blob)
+    rows = input_data[_present(input_data[model_kind.reads], model_kind.reads)]
     if rows.empty:
         return pd.DataFrame(columns=list(PREDICT_OUTPUT))
-    probabilities = head.predict_proba(unpack_rows(rows["vector"].tolist(), head.n_features_in_))
+    probabilities = model.predict_proba(
+        _model_inputs(rows[model_kind.reads], model_kind.reads, model)
+    )
     best = probabilities.argmax(axis=1)
-    classes = np.asarray(head.classes_)
-    encoded_names = [json.dumps(c) for c in head.classes_]
+    classes = np.asarray(model.classes_)
+    encoded_names = [json.dumps(c) for c in model.classes_]
     return pd.DataFrame(
         {
             "item_key": _keys(rows["item_key"]),
@@ -328,6 +558,7 @@ SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]]
     "embed": (embed, EMBED_OUTPUT),
     "train": (train, TRAIN_OUTPUT),
     "predict": (predict, PREDICT_OUTPUT),
+    "distill": (distill, DISTILL_OUTPUT),
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 from filelock import FileLock, Timeout
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
@@ -125,6 +125,7 @@ class EmbeddingSet:
     name: str
     encoder_id: int
     long_text: str
+    source_query: str | None
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class Model:
     model_id: int
     head: str
     version: int
+    kind: str
     set_id: int
     encoder_id: int
     accuracy: float
@@ -189,13 +191,21 @@ class Store:
     # -- caller queries ------------------------------------------------------------------------
 
     def run_query(
-        self, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int = 1000
+        self,
+        sql: str,
+        needed: tuple[str, ...],
+        what: str,
+        chunk_rows: int = 1000,
+        *,
+        all_columns: bool = False,
     ) -> Iterator[pd.DataFrame]:
-        """Run a caller's SELECT read-only and yield its rows in DataFrames of ``chunk_rows``."""
+        """Run a caller's SELECT read-only and yield its rows in DataFrames of ``chunk_rows``:
+        the ``needed`` columns, or every column (``all_columns``) once ``needed`` are there."""
         if not isinstance(sql, str) or not sql.strip():
             raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
         with self._caller_connection(what) as connection:
-            yield from self._read_chunks(connection, sql, needed, what, chunk_rows)
+            chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
+            yield from (c if all_columns else c[list(needed)] for c in chunks)
 
     @contextmanager
     def _caller_connection(self, what: str) -> Iterator[Connection]:
@@ -251,7 +261,7 @@ class Store:
                     "e.g. SELECT id AS item_key, ..."
                 )
             while rows := result.fetchmany(chunk_rows):
-                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)[list(needed)]
+                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)
         finally:
             result.close()
 
@@ -320,6 +330,7 @@ class Store:
                     s.embedding_sets.c.name,
                     s.embedding_sets.c.encoder_id,
                     s.embedding_sets.c.long_text,
+                    s.embedding_sets.c.source_query,
                 ).where(s.embedding_sets.c.name == name)
             ).first()
         return EmbeddingSet(**row._mapping) if row else None
@@ -341,6 +352,14 @@ class Store:
                 )
             )
         return self.require_set(name)
+
+    def set_source_query(self, set_id: int, sql: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(
+                update(s.embedding_sets)
+                .where(s.embedding_sets.c.set_id == set_id)
+                .values(source_query=sql)
+            )
 
     def set_counts(self, set_id: int) -> dict[str, int]:
         with self.engine.connect() as c:
@@ -370,6 +389,9 @@ class Store:
                 )
             for table in (s.predictions, s.embeddings, s.rejects):
                 c.execute(delete(table).where(table.c.set_id == found.set_id))
+            teachers = select(s.teachers.c.teacher_id).where(s.teachers.c.set_id == found.set_id)
+            c.execute(delete(s.soft_labels).where(s.soft_labels.c.teacher_id.in_(teachers)))
+            c.execute(delete(s.teachers).where(s.teachers.c.set_id == found.set_id))
             c.execute(delete(s.embedding_sets).where(s.embedding_sets.c.set_id == found.set_id))
 
     # -- embeddings ----------------------------------------------------------------------------
@@ -672,7 +694,15 @@ def _encoder_select():
 def _model_select():
     m = s.models.c
     return select(
-        m.model_id, m.head, m.version, m.set_id, m.encoder_id, m.accuracy, m.macro_f1, m.sha256
+        m.model_id,
+        m.head,
+        m.version,
+        m.kind,
+        m.set_id,
+        m.encoder_id,
+        m.accuracy,
+        m.macro_f1,
+        m.sha256,
     )
 
 

@@ -79,6 +79,9 @@ embedding_sets = Table(
     Column("encoder_id", Integer, ForeignKey("encoders.encoder_id"), nullable=False),
     Column("long_text", String(16), nullable=False),
     _created_at(),
+    # The last source query embedded into the set: text models (word students) read the rows'
+    # text through it when a call names no source of its own.
+    Column("source_query", UnicodeText, nullable=True),
     UniqueConstraint("name"),
     CheckConstraint("long_text IN ('window', 'truncate')", name="long_text_mode"),
 )
@@ -110,6 +113,31 @@ rejects = Table(
     PrimaryKeyConstraint("set_id", "item_key"),
 )
 
+# A teacher is a named source of soft labels for one set: a caller's query stored by
+# ``distill --soft-labels``, or (later) a fine-tuned model of the GPU sidecar (``model_id``).
+teachers = Table(
+    "teachers",
+    metadata,
+    Column("teacher_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Unicode(NAME_LENGTH), nullable=False),
+    Column("set_id", Integer, ForeignKey("embedding_sets.set_id"), nullable=False),
+    Column("classes_json", UnicodeText, nullable=False),
+    _created_at(),
+    UniqueConstraint("name"),
+)
+
+# One logit per class of the teacher, as little-endian float32 bytes in its classes' order.
+soft_labels = Table(
+    "soft_labels",
+    metadata,
+    Column(
+        "teacher_id", Integer, ForeignKey("teachers.teacher_id", ondelete="CASCADE"), nullable=False
+    ),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("logits", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("teacher_id", "item_key"),
+)
+
 models = Table(
     "models",
     metadata,
@@ -132,6 +160,11 @@ models = Table(
     Column("sha256", String(64), nullable=False),
     Column("onnx", LargeBinary, nullable=True),
     _created_at(),
+    # Students: trainable numbers, the teacher whose soft labels they learnt, and that
+    # teacher's accuracy on the same held-out rows (NULL for models trained on gold labels).
+    Column("parameters", Integer, nullable=True),
+    Column("teacher_id", Integer, ForeignKey("teachers.teacher_id"), nullable=True),
+    Column("teacher_accuracy", Float, nullable=True),
     UniqueConstraint("head", "version"),
 )
 
@@ -234,10 +267,14 @@ def model_summary_select():
             models.c.created_at,
             # CASE, not a bare predicate: SQL Server has no boolean-valued expressions.
             case((current.c.model_id.is_not(None), 1), else_=0).label("is_deployed"),
+            models.c.parameters,
+            teachers.c.name.label("teacher"),
+            models.c.teacher_accuracy,
         )
         .select_from(models)
         .join(embedding_sets, embedding_sets.c.set_id == models.c.set_id)
         .join(encoders, encoders.c.encoder_id == models.c.encoder_id)
+        .outerjoin(teachers, teachers.c.teacher_id == models.c.teacher_id)
         .outerjoin(current, current.c.model_id == models.c.model_id)
     )
 

@@ -1,0 +1,68 @@
+"""The head student: a head on the set's stored vectors, trained on a teacher's soft labels.
+
+Cheap (seconds), and scored exactly like a head trained on gold labels (it *is* a
+:class:`~sqlheads.engine.heads.HeadClassifier`); whether the teacher's soft labels lift it above
+the gold-label head is measured in docs/benchmarks.md: on frozen generic vectors they mostly
+cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sqlheads.engine.distillation import DistillParams, fit_student
+from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
+
+
+def distil_head(
+    X: np.ndarray,
+    classes: Sequence[str],
+    teacher_logits: np.ndarray,
+    gold: np.ndarray,
+    *,
+    head: HeadParams | None = None,
+    distill: DistillParams | None = None,
+) -> HeadClassifier:
+    """A fitted head whose targets are the teacher's softened logits (and, optionally, gold)."""
+    import torch
+
+    head = (head or HeadParams()).validate()
+    distill = (distill or DistillParams()).validate()
+    X = np.asarray(X, dtype=np.float32)
+    hidden = head.hidden or default_hidden(len(classes))
+    torch.manual_seed(distill.seed)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(X.shape[1], hidden),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(head.dropout),
+        torch.nn.Linear(hidden, len(classes)),
+    )
+    features = torch.from_numpy(X)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny MLP: see HeadClassifier.fit
+    try:
+        curve = fit_student(
+            net,
+            lambda rows: (features[torch.from_numpy(rows)],),
+            teacher_logits,
+            gold,
+            distill,
+            epochs=distill.epochs or head.epochs,
+            lr=distill.lr or head.lr,
+        )
+    finally:
+        torch.set_num_threads(threads)
+    fitted = HeadClassifier(HeadParams(hidden=hidden, dropout=head.dropout, seed=distill.seed))
+    first, last = net[0], net[3]
+    fitted.weights_ = {
+        "w1": first.weight.detach().numpy().copy(),
+        "b1": first.bias.detach().numpy().copy(),
+        "w2": last.weight.detach().numpy().copy(),
+        "b2": last.bias.detach().numpy().copy(),
+    }
+    fitted.classes_ = [str(c) for c in classes]
+    fitted.loss_curve_ = curve
+    fitted.batch_size_ = distill.batch_size
+    return fitted

@@ -1,0 +1,80 @@
+"""Teachers and their soft labels: the store's side of ``distill``.
+
+A teacher is a name bound to one set, with its classes; its soft labels are one float32 logit
+per class and key. ``distill --soft-labels QUERY`` writes them from a caller's query; the GPU
+sidecar's teacher will write them from its own predictions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import delete, insert, select, update
+
+from sqlheads.store import schema as s
+from sqlheads.store.repository import Store, validate_name
+from sqlheads.store.vectors import pack_rows
+
+
+@dataclass(frozen=True)
+class Teacher:
+    teacher_id: int
+    name: str
+    set_id: int
+    classes: list[str]
+
+
+def find_teacher(store: Store, name: str) -> Teacher | None:
+    validate_name("teacher", name)
+    t = s.teachers.c
+    with store.engine.connect() as c:
+        row = c.execute(
+            select(t.teacher_id, t.name, t.set_id, t.classes_json).where(t.name == name)
+        ).first()
+    if row is None:
+        return None
+    return Teacher(row.teacher_id, row.name, row.set_id, json.loads(row.classes_json))
+
+
+def store_soft_labels(
+    store: Store, name: str, set_id: int, classes: list[str], keys: list[str], logits: np.ndarray
+) -> Teacher:
+    """Create teacher ``name`` or replace all of its soft labels, in one transaction."""
+    t = s.teachers.c
+    with store.engine.begin() as c:
+        teacher_id = c.execute(select(t.teacher_id).where(t.name == name)).scalar_one_or_none()
+        if teacher_id is None:
+            teacher_id = c.execute(
+                insert(s.teachers).values(
+                    name=name, set_id=set_id, classes_json=json.dumps(classes)
+                )
+            ).inserted_primary_key[0]
+        else:
+            c.execute(
+                update(s.teachers)
+                .where(t.teacher_id == teacher_id)
+                .values(set_id=set_id, classes_json=json.dumps(classes))
+            )
+            c.execute(delete(s.soft_labels).where(s.soft_labels.c.teacher_id == teacher_id))
+        if keys:
+            c.execute(
+                insert(s.soft_labels),
+                [
+                    {"teacher_id": teacher_id, "item_key": key, "logits": blob}
+                    for key, blob in zip(keys, pack_rows(logits), strict=True)
+                ],
+            )
+    return Teacher(int(teacher_id), name, set_id, list(classes))
+
+
+def read_soft_labels(store: Store, teacher_id: int) -> pd.DataFrame:
+    """``item_key`` and ``logits`` (float32 bytes in the teacher's classes' order)."""
+    sl = s.soft_labels.c
+    with store.engine.connect() as c:
+        rows = c.execute(select(sl.item_key, sl.logits).where(sl.teacher_id == teacher_id)).all()
+    return pd.DataFrame(
+        {"item_key": [r.item_key for r in rows], "logits": [bytes(r.logits) for r in rows]}
+    )
