@@ -140,46 +140,28 @@ def test_a_caller_query_cannot_write_a_pragma_or_call_file_functions(store: Stor
 # -- 4. two processes on one SQLite file ---------------------------------------------------------
 
 
-def _train_pausing_after_an_epoch(url: str, paused, release, results) -> None:
-    """A real training in a process of its own, that waits after its first epoch."""
+def _pausing(verb: str, url: str, arguments: dict, paused, release, results) -> None:
+    """A real ``host.<verb>`` in a process of its own that waits at its first progress call
+    (after its first epoch, or its first committed batch) until the test releases it."""
 
     def progress(done: int, total: int | None) -> None:
-        if not paused.is_set():
+        if done and not paused.is_set():
             paused.set()
             release.wait(600)
 
     try:
-        trained = host.train(
-            Store.from_url(url), head="sentiment", set_name="reviews", labels=LABELS,
-            progress=progress,
-        )  # fmt: skip
-        results.put(("ok", trained["version"]))
+        result = getattr(host, verb)(Store.from_url(url), progress=progress, **arguments)
+        results.put(("ok", result))
     except Exception as error:  # reported to the test, which fails on it
         results.put(("error", repr(error)))
 
 
-def _embed_pausing_after_a_batch(url: str, paused, release, results) -> None:
-    """A real embedding in a process of its own, that waits after its first committed batch."""
-
-    def progress(done: int, total: int | None) -> None:
-        if not paused.is_set():
-            paused.set()
-            release.wait(600)
-
-    try:
-        embedded = host.embed(
-            Store.from_url(url), set_name="more", source="SELECT item_key, text FROM reviews",
-            batch_rows=100, progress=progress,
-        )  # fmt: skip
-        results.put(("ok", embedded["set_rows"]))
-    except Exception as error:
-        results.put(("error", repr(error)))
-
-
-def _start(target, url: str):
+def _start(verb: str, url: str, **arguments):
     context = multiprocessing.get_context("spawn")
     paused, release, results = context.Event(), context.Event(), context.Queue()
-    process = context.Process(target=target, args=(url, paused, release, results))
+    process = context.Process(
+        target=_pausing, args=(verb, url, arguments, paused, release, results)
+    )
     process.start()
     assert paused.wait(600), "the child process never reached its pause"
     return process, release, results
@@ -187,7 +169,9 @@ def _start(target, url: str):
 
 def test_two_trainings_of_one_head_take_turns_and_never_share_a_version(embedded: Store):
     url = embedded.engine.url.render_as_string(hide_password=False)
-    first, release, results = _start(_train_pausing_after_an_epoch, url)
+    first, release, results = _start(
+        "train", url, head="sentiment", set_name="reviews", labels=LABELS
+    )
     try:
         train = ["train", "--head", "sentiment", "--set", "reviews", "--labels", LABELS]
         busy = _cli(url, *train, "--lock-timeout-ms", "0")
@@ -203,7 +187,9 @@ def test_two_trainings_of_one_head_take_turns_and_never_share_a_version(embedded
         release.set()
     out, err = second.communicate(timeout=900)
     first.join(900)
-    assert results.get(timeout=60) == ("ok", 1)
+    outcome, trained = results.get(timeout=60)
+    assert outcome == "ok", trained
+    assert trained["version"] == 1
     assert second.returncode == 0, err
     assert json.loads(out)["version"] == 2
     assert sorted(embedded.read_view("model_summary", head="sentiment")["version"]) == [1, 2]
@@ -211,7 +197,9 @@ def test_two_trainings_of_one_head_take_turns_and_never_share_a_version(embedded
 
 def test_dropping_a_set_while_another_process_embeds_it_is_refused(embedded: Store):
     url = embedded.engine.url.render_as_string(hide_password=False)
-    child, release, results = _start(_embed_pausing_after_a_batch, url)
+    child, release, results = _start(
+        "embed", url, set_name="more", source="SELECT item_key, text FROM reviews", batch_rows=100
+    )
     try:
         dropped = _cli(url, "drop-set", "--set", "more")
     finally:
@@ -220,7 +208,9 @@ def test_dropping_a_set_while_another_process_embeds_it_is_refused(embedded: Sto
     assert dropped.returncode == 2, dropped.stdout + dropped.stderr
     error = json.loads(dropped.stdout)
     assert error["number"] == 50000 and "embedding or dropping" in error["error"]
-    assert results.get(timeout=60) == ("ok", 600)  # the embedding finished, whole
+    outcome, embedded = results.get(timeout=60)
+    assert outcome == "ok", embedded
+    assert embedded["set_rows"] == 600  # the embedding finished, whole
     assert _cli(url, "drop-set", "--set", "more").returncode == 0
 
 
