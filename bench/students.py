@@ -182,8 +182,9 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             "The word student: MiniLM's own fast tokenizer (no special tokens, 256 tokens at "
             "most), 32-d token embeddings initialised from a PCA of MiniLM's embedding matrix, "
             "their mean concatenated with a max-pooled width-3 convolution (64 filters), an MLP "
-            "of 64 units with dropout 0.3; KL at temperature 4 on the teacher's logits, Adam (amsgrad) at 3e-3 "
-            "with linear decay, 8 epochs, batch 64. Scored by onnxruntime from the text alone.",
+            "of 64 units with dropout 0.3; KL at temperature 4 on the teacher's logits, Adam "
+            "(amsgrad) at 3e-3 with linear decay, 8 epochs, batch 64. Scored by onnxruntime "
+            "from the text alone.",
             "Choices measured while building the defaults (the same data and split, one run "
             "each, by the engine alone, on 2 cores shared with other work): temperature 1 / 2 / "
             "4 / 8: 77.6 / 78.3 / 79.7 / 79.4 %; at temperature 2, 12 epochs instead of 8: "

@@ -7,13 +7,15 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from sqlheads import datasets
+from sqlheads import datasets, host
 from sqlheads.cli import app
 
 runner = CliRunner()
+LABELS = "SELECT item_key, label FROM reviews"
 
 
 def _json(url: str, *args: str, code: int = 0) -> dict:
@@ -88,7 +90,7 @@ def test_errors_without_json_are_one_readable_line(tmp_path):
         app, ["--url", f"sqlite:///{tmp_path / 'x.db'}", "roll-back", "--head", "nothing"]
     )
     assert result.exit_code == 2
-    assert "error 50001" in result.output and "never been deployed" in result.output
+    assert "error 50001" in result.output and "never trained" in result.output
 
 
 def test_url_defaults_to_the_environment(tmp_path, monkeypatch):
@@ -97,8 +99,7 @@ def test_url_defaults_to_the_environment(tmp_path, monkeypatch):
     assert (tmp_path / "env.db").exists()
 
 
-@pytest.mark.slow
-def test_demo_json_reports_accuracy_on_the_fixed_split(tmp_path):
+def _demo(tmp_path) -> dict:
     completed = subprocess.run(
         [sys.executable, "-m", "sqlheads.cli", "--json", "demo"],
         cwd=tmp_path,
@@ -108,8 +109,25 @@ def test_demo_json_reports_accuracy_on_the_fixed_split(tmp_path):
         timeout=900,
     )
     assert completed.returncode == 0, completed.stderr
-    result = json.loads(completed.stdout)
-    assert (tmp_path / "sqlheads-demo.db").exists()
+    return json.loads(completed.stdout)
+
+
+@pytest.mark.slow
+def test_demo_json_reports_accuracy_on_the_fixed_split_and_reruns_in_place(tmp_path):
+    result = _demo(tmp_path)
+    database = tmp_path / "sqlheads-demo.db"
+    assert database.exists() and result["trained"]
+    size = database.stat().st_size
+    for _ in range(2):  # re-runs: nothing re-embedded, no new version, predictions in place
+        again = _demo(tmp_path)
+        assert (again["embedded"], again["unchanged"], again["trained"]) == (0, 8530, False)
+        assert again["version"] == 1 and again["predictions_in_view"] == 8530
+    assert database.stat().st_size == size
+    from sqlheads.store.repository import Store
+
+    with Store.from_url(f"sqlite:///{database}").engine.connect() as c:
+        assert c.exec_driver_sql("SELECT COUNT(*) FROM predictions").scalar_one() == 8530
+        assert c.exec_driver_sql("SELECT COUNT(*) FROM models").scalar_one() == 1
     rt = datasets.rotten_tomatoes()
     assert result["rows"] == len(rt) == 8530
     assert result["classes"] == ["negative", "positive"]
@@ -120,3 +138,59 @@ def test_demo_json_reports_accuracy_on_the_fixed_split(tmp_path):
     assert result["test_accuracy_from_view"] == pytest.approx(result["accuracy"], abs=1e-4)
     assert result["predictions_in_view"] == 8530
     assert set(result["seconds"]) >= {"embed", "train", "predict"}
+
+
+def test_an_unsupported_database_url_is_a_numbered_error_without_a_traceback():
+    completed = subprocess.run(
+        [sys.executable, "-m", "sqlheads.cli", "--url", "postgresql://ann:secret@db/x", "models"],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=300,
+    )
+    assert completed.returncode == 2
+    said = completed.stdout + completed.stderr
+    assert "Traceback" not in said and "secret" not in said
+    assert "error 50030" in said and "sqlite:///" in said and "sqlheads[mssql]" in said
+
+
+def test_progress_lines_go_to_stderr_when_it_is_not_a_terminal(embedded):
+    url = embedded.engine.url.render_as_string(hide_password=False)
+    commands = [
+        ["embed", "--set", "again", "--source", "SELECT item_key, text FROM reviews"],
+        ["train", "--head", "h", "--set", "reviews", "--labels", LABELS, "--epochs", "3"],
+    ]
+    said = []
+    for command in commands:
+        completed = subprocess.run(
+            [sys.executable, "-m", "sqlheads.cli", "--url", url, "--json", *command],
+            capture_output=True,  # stderr is a pipe, as under a scheduler or in a log file
+            text=True,
+            env=os.environ.copy(),
+            timeout=900,
+        )
+        assert completed.returncode == 0, completed.stderr
+        json.loads(completed.stdout)  # stdout stays one JSON object
+        said.append(completed.stderr)
+    assert "embedding again: 600 of 600 rows (100 %)" in said[0] and "rows/s" in said[0]
+    assert "training h: 3 of 3 epochs (100 %)" in said[1] and "epochs/s" in said[1]
+
+
+def test_embed_names_the_encoder_export_as_a_stage(store):
+    pd.DataFrame({"item_key": ["a"], "text": ["Fine."]}).to_sql("notes", store.engine, index=False)
+    stages: list[str] = []
+    host.embed(
+        store, set_name="notes", source="SELECT item_key, text FROM notes", stage=stages.append
+    )
+    assert stages == ["exporting the encoder to ONNX (first use only)", "embedding notes"]
+
+
+def test_models_fits_80_columns_and_wide_shows_the_rest(embedded):
+    url = embedded.engine.url.render_as_string(hide_password=False)
+    host.train(embedded, head="review_sentiment", set_name="reviews", labels=LABELS, epochs=2)
+    narrow = runner.invoke(app, ["--url", url, "models"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert "…" not in narrow.output and "review_sentiment" in narrow.output
+    assert max(map(len, narrow.output.splitlines())) <= 80
+    wide = runner.invoke(app, ["--url", url, "models", "--wide"], env={"COLUMNS": "250"})
+    assert "encoder_name" in wide.output and "all-MiniLM-L6-v2-int8" in wide.output

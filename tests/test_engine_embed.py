@@ -19,6 +19,7 @@ from sqlheads.errors import (
     InvalidNameError,
     InvalidParameterError,
     NotFoundError,
+    QueryNotAllowedError,
     QueryShapeError,
 )
 from sqlheads.store import schema
@@ -125,7 +126,7 @@ def test_long_texts_are_windowed_and_reported(store: Store):
         ({"set_name": "bad name;"}, InvalidNameError, "not allowed"),
         ({"source": "SELECT item_key FROM reviews"}, QueryShapeError, "missing text"),
         ({"source": "SELECT nope FROM nowhere"}, QueryShapeError, "failed"),
-        ({"source": "DELETE FROM reviews"}, QueryShapeError, "failed"),
+        ({"source": "DELETE FROM reviews"}, QueryNotAllowedError, "DELETE from reviews"),
         ({"long_text": "squash"}, InvalidParameterError, "window or truncate"),
         ({"encoder": "no-such-encoder"}, NotFoundError, "register-encoder"),
     ],

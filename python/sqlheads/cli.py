@@ -7,14 +7,19 @@ Every command takes ``--json`` and then prints one JSON object on stdout; errors
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 from sqlalchemy.exc import DBAPIError
@@ -23,6 +28,7 @@ from sqlheads import host
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import DatabaseError, NotInitialisedError, SqlheadsError
+from sqlheads.host import LOCK_TIMEOUT_MS
 from sqlheads.store.repository import Store
 
 app = typer.Typer(
@@ -41,6 +47,13 @@ class _Options:
 
 
 options = _Options()
+
+LockTimeout = Annotated[
+    int,
+    typer.Option(
+        help="How long to wait for another process using the head (ms); then error 50016."
+    ),
+]
 
 
 @app.callback()
@@ -86,7 +99,8 @@ def _fail(error: SqlheadsError) -> None:
     if options.json:
         typer.echo(json.dumps({"error": error.message, "number": error.number}))
     else:
-        console.print(f"[bold red]error {error.number}:[/] {error.message}")
+        # escape: messages quote SQL and extras such as [mssql], which are not markup
+        console.print(f"[bold red]error {error.number}:[/] {escape(error.message)}")
     raise typer.Exit(2)
 
 
@@ -109,25 +123,87 @@ def _run(
             _emit(result, title)
 
 
+class _Lines:
+    """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers."""
+
+    PACE_S = 10.0  # a line at least this far apart, plus the first and the last
+
+    def __init__(self, label: str, unit: str) -> None:
+        self.label, self.unit = label, unit
+        self.done = 0
+        self.started = time.monotonic()
+        self.printed: float | None = None
+
+    def __call__(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if done == 0 and self.done == 0:  # "starting now": the rate counts from here
+            self.started = now
+        self.done += done
+        finished = total is not None and self.done >= total
+        if self.printed is not None and now - self.printed < self.PACE_S and not finished:
+            return
+        self.printed = now
+        rate = self.done / max(now - self.started, 1e-9)
+        line = f"{self.label}: {self.done:,}"
+        if total:
+            line += f" of {total:,} {self.unit} ({100 * self.done / total:.0f} %)"
+            if rate and not finished:
+                line += f", about {timedelta(seconds=round((total - self.done) / rate))} left"
+        else:
+            line += f" {self.unit}"
+        print(f"{line}, {rate:,.1f} {self.unit}/s", file=sys.stderr, flush=True)
+
+    def stage(self, label: str) -> None:
+        self.label = label
+        print(f"{label} ...", file=sys.stderr, flush=True)
+
+    def task(self, label: str, unit: str) -> _Lines:
+        """Another step of the same command, counted on its own."""
+        return _Lines(label, unit)
+
+
+class _Bar:
+    """A Rich progress bar on a terminal; Python warnings print above it, not into it."""
+
+    def __init__(self, bar: Progress, label: str) -> None:
+        self.bar = bar
+        self.task_id = bar.add_task(label, total=None)
+
+    def __call__(self, done: int, total: int | None) -> None:
+        self.bar.update(self.task_id, advance=done, total=total)
+
+    def stage(self, label: str) -> None:
+        self.bar.update(self.task_id, description=label)
+
+    def task(self, label: str, unit: str) -> _Bar:
+        """Another step of the same command: a second bar under the first."""
+        return _Bar(self.bar, label)
+
+
 @contextmanager
-def _progress(label: str) -> Iterator[host.Progress | None]:
-    """A progress bar on a terminal; nothing under --json or when output is piped."""
-    if options.json or not sys.stderr.isatty():
+def _progress(label: str, unit: str = "rows") -> Iterator[_Lines | _Bar | None]:
+    """A bar on a terminal; plain lines on stderr when it is not one (under --json too, since
+    stdout keeps the one JSON object); nothing under --json on a terminal."""
+    if not sys.stderr.isatty():
+        yield _Lines(label, unit)
+        return
+    if options.json:
         yield None
         return
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    ) as bar:
-        task = bar.add_task(label, total=None)
-
-        def advance(done: int, total: int | None) -> None:
-            bar.update(task, advance=done, total=total)
-
-        yield advance
+    # onnxruntime's quantiser warns through the root logger while the bar is drawn
+    handler = RichHandler(console=console, show_time=False, show_path=False)
+    logging.getLogger().addHandler(handler)
+    try:
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        ) as bar:
+            yield _Bar(bar, label)
+    finally:
+        logging.getLogger().removeHandler(handler)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -193,6 +269,7 @@ def embed(
                 batch_rows=batch_rows,
                 batch_size=batch_size,
                 progress=progress,
+                stage=progress.stage if progress else None,
             )
 
     _run(action, "embed")
@@ -219,27 +296,32 @@ def train(
     encoder: Annotated[
         str | None, typer.Option(help="Refuse unless the set uses this encoder.")
     ] = None,
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
-    _run(
-        lambda: host.train(
-            _store(),
-            head=head,
-            set_name=set_name,
-            labels=labels,
-            encoder=encoder,
-            deploy=deploy,
-            hidden=hidden,
-            epochs=epochs,
-            lr=lr,
-            weight_decay=weight_decay,
-            batch_size=batch_size,
-            dropout=dropout,
-            test_fraction=test_fraction,
-            seed=seed,
-        ),
-        "train",
-    )
+
+    def action() -> dict[str, Any]:
+        with _progress(f"training {head}", unit="epochs") as progress:
+            return host.train(
+                _store(),
+                head=head,
+                set_name=set_name,
+                labels=labels,
+                encoder=encoder,
+                deploy=deploy,
+                lock_timeout_ms=lock_timeout_ms,
+                progress=progress,
+                hidden=hidden,
+                epochs=epochs,
+                lr=lr,
+                weight_decay=weight_decay,
+                batch_size=batch_size,
+                dropout=dropout,
+                test_fraction=test_fraction,
+                seed=seed,
+            )
+
+    _run(action, "train")
 
 
 @app.command()
@@ -341,19 +423,45 @@ def predict(
 def deploy(
     head: Annotated[str, typer.Option()],
     version: Annotated[int, typer.Option(help="Version to deploy.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Deploy a version of a head (predict and latest_predictions use it)."""
-    _run(lambda: host.deploy(_store(), head=head, version=version), "deploy")
+    _run(
+        lambda: host.deploy(_store(), head=head, version=version, lock_timeout_ms=lock_timeout_ms),
+        "deploy",
+    )
 
 
 @app.command("roll-back")
-def roll_back(head: Annotated[str, typer.Option()]) -> None:
+def roll_back(
+    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+) -> None:
     """Deploy again the version deployed before the current one (heads.roll_back)."""
-    _run(lambda: host.roll_back(_store(), head=head), "roll-back")
+    _run(
+        lambda: host.roll_back(_store(), head=head, lock_timeout_ms=lock_timeout_ms),
+        "roll-back",
+    )
+
+
+# What `models` shows by default, under short headers: this fits 80 columns with 12-letter
+# names; --wide (or --json) gives every column of model_summary.
+MODEL_COLUMNS = {
+    "head": "head",
+    "version": "version",
+    "is_deployed": "deployed",
+    "accuracy": "accuracy",
+    "macro_f1": "macro_f1",
+    "set_name": "set",
+}
 
 
 @app.command()
-def models(head: Annotated[str | None, typer.Option(help="Only this head.")] = None) -> None:
+def models(
+    head: Annotated[str | None, typer.Option(help="Only this head.")] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column of model_summary (needs a wide terminal).")
+    ] = False,
+) -> None:
     """List every version with its metrics (the model_summary view)."""
 
     def action() -> dict[str, Any]:
@@ -362,20 +470,35 @@ def models(head: Annotated[str | None, typer.Option(help="Only this head.")] = N
 
     def render(result: dict[str, Any]) -> None:
         records = result["models"]
-        table = Table(*(records[0] if records else []), title="model_summary")
+        columns = dict(MODEL_COLUMNS)
+        if wide and records:
+            columns = {column: column for column in records[0]}
+        # Numbers never shrink to "0.…": only the names may wrap.
+        table = Table(title="model_summary")
+        for column, header in columns.items():
+            table.add_column(header, no_wrap=column not in ("head", "set_name"))
         for record in records:
-            table.add_row(
-                *[f"{v:.4f}" if isinstance(v, float) else str(v) for v in record.values()]
-            )
+            table.add_row(*[_cell(column, record[column]) for column in columns])
         Console().print(table)
 
     _run(action, "models", render)
 
 
+def _cell(column: str, value: Any) -> str:
+    if column == "is_deployed":
+        return "yes" if value else ""
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
 @app.command("drop-head")
-def drop_head(head: Annotated[str, typer.Option()]) -> None:
+def drop_head(
+    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+) -> None:
     """Delete a head: its versions, deployments and predictions."""
-    _run(lambda: {"head": head, "versions_dropped": _store().drop_head(head)}, "drop-head")
+    _run(
+        lambda: {"head": head, "versions_dropped": _store().drop_head(head, lock_timeout_ms)},
+        "drop-head",
+    )
 
 
 @app.command("drop-set")
@@ -398,7 +521,14 @@ def demo() -> None:
 
     def action() -> dict[str, Any]:
         with _progress("embedding Rotten Tomatoes") as progress:
-            return run_demo(url, progress=progress)
+            return run_demo(
+                url,
+                progress=progress,
+                stage=progress.stage if progress else None,
+                train_progress=progress.task("training rt_sentiment", "epochs")
+                if progress
+                else None,
+            )
 
     _run(action, "demo: Rotten Tomatoes sentiment")
 

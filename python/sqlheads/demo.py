@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -13,8 +14,18 @@ SET = "rt_reviews"
 TABLE = "rt_reviews"
 
 
-def run_demo(url: str, *, progress: host.Progress | None = None) -> dict[str, Any]:
+def run_demo(
+    url: str,
+    *,
+    progress: host.Progress | None = None,
+    stage: host.Stage | None = None,
+    train_progress: host.Progress | None = None,
+) -> dict[str, Any]:
     """Load the reviews into a table, then embed, train, predict and read the views.
+
+    On a file that already holds the demo, only what changed is embedded, the deployed
+    version is reused instead of training another, and scoring replaces its predictions in
+    place: the file does not grow.
 
     The head is trained on every labelled review; its held-out split is the fixed 20 % test
     split of :mod:`sqlheads.datasets` (same keys, fraction and seed), so ``accuracy`` is the
@@ -35,17 +46,33 @@ def run_demo(url: str, *, progress: host.Progress | None = None) -> dict[str, An
         set_name=SET,
         source=f"SELECT item_key, text FROM {TABLE}",
         progress=progress,
+        stage=stage,
     )
     seconds["embed"] = time.perf_counter() - started
 
+    # A re-run on the same file trains nothing: the same rows and seed would give the same
+    # model, so a new version would only make the file grow. `sqlheads train` makes versions.
     started = time.perf_counter()
-    trained = host.train(
-        store,
-        head=HEAD,
-        set_name=SET,
-        labels=f"SELECT item_key, label FROM {TABLE}",
-        deploy="always",
-    )
+    deployed = store.deployed_model(HEAD)
+    if deployed is None:
+        trained = host.train(
+            store,
+            head=HEAD,
+            set_name=SET,
+            labels=f"SELECT item_key, label FROM {TABLE}",
+            deploy="if-better",
+            progress=train_progress,
+        )
+    else:
+        record = store.model_record(deployed.model_id)
+        trained = {
+            "version": deployed.version,
+            "classes": json.loads(record["classes_json"]),
+            "accuracy": round(deployed.accuracy, 4),
+            "macro_f1": round(deployed.macro_f1, 4),
+            "rows_train": record["rows_train"],
+            "rows_test": record["rows_test"],
+        }
     seconds["train"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -63,6 +90,7 @@ def run_demo(url: str, *, progress: host.Progress | None = None) -> dict[str, An
         "url": url,
         "head": HEAD,
         "version": trained["version"],
+        "trained": deployed is None,
         "encoder": embedded["encoder"],
         "rows": len(reviews),
         "classes": trained["classes"],

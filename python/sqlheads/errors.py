@@ -150,6 +150,18 @@ class MissingTextError(SqlheadsError):
     number = 50024
 
 
+class UnsupportedDatabaseError(SqlheadsError):
+    """A database URL whose dialect sqlheads does not run on, or whose driver is missing."""
+
+    number = 50030
+
+
+class QueryNotAllowedError(QueryShapeError):
+    """A caller's query that tries more than reading tables (ATTACH, PRAGMA, writes, files)."""
+
+    number = 50031
+
+
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,
@@ -173,4 +185,6 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    UnsupportedDatabaseError,
+    QueryNotAllowedError,
 )

@@ -7,11 +7,13 @@ their own so that a process killed half-way loses at most the batch in flight.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pandas as pd
 from alembic import command
@@ -21,6 +23,7 @@ from alembic.runtime.migration import MigrationContext
 import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
+from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.kinds import model_kind, student_kind
 from sqlheads.errors import (
     EncoderMismatchError,
@@ -30,7 +33,15 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
-from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
+from sqlheads.store.repository import (
+    HEAD_BUSY,
+    SET_BUSY,
+    EmbeddingSet,
+    Encoder,
+    Model,
+    Store,
+    validate_name,
+)
 from sqlheads.store.soft_labels import (
     Teacher,
     find_teacher,
@@ -41,8 +52,29 @@ from sqlheads.store.vectors import unpack_rows
 
 DEFAULT_ENCODER = procedures.DEFAULT_ENCODER  # decided once, in procedures (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
+LOCK_TIMEOUT_MS = int(procedures.SETTINGS["lock_timeout_ms"].default)  # as heads.* wait
 
 Progress = Callable[[int, int | None], None]  # (rows just done, total rows or None)
+Stage = Callable[[str], None]  # what a long call is doing now, e.g. exporting the encoder
+Verb = TypeVar("Verb", bound=Callable[..., Any])
+
+
+def _holding(kind: str, busy: str) -> Callable[[Verb], Verb]:
+    """Run a verb holding the lock of its set (``set_name``) or head (``head``), the names
+    SQL Server's procedures lock with ``sp_getapplock``: a set's verbs do not wait, a head's
+    wait up to the call's ``lock_timeout_ms``; then :class:`~sqlheads.errors.BusyError`."""
+
+    def decorate(verb: Verb) -> Verb:
+        @functools.wraps(verb)
+        def locked(store: Store, **arguments: Any) -> Any:
+            name = validate_name(kind, arguments["set_name" if kind == "set" else "head"])
+            wait = arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS) if kind == "head" else 0
+            with store.lock(kind, name, wait, busy):
+                return verb(store, **arguments)
+
+        return cast(Verb, locked)
+
+    return decorate
 
 
 def init(store: Store) -> dict[str, Any]:
@@ -125,6 +157,7 @@ def _encoder_arguments(store: Store, encoder: Encoder) -> dict[str, Any]:
     return arguments
 
 
+@_holding("set", SET_BUSY)
 def embed(
     store: Store,
     *,
@@ -136,8 +169,13 @@ def embed(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
+    stage: Stage | None = None,
 ) -> dict[str, Any]:
-    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally."""
+    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
+
+    One embedding of a set at a time, as ``heads.embed``: another process embedding or
+    dropping the set makes this call fail at once (50016) rather than wait.
+    """
     started = time.perf_counter()
     validate_name("set", set_name)
     # The same bounds and spellings as heads.embed: both read procedures.SETTINGS.
@@ -146,10 +184,7 @@ def embed(
     batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
     batch_size = procedures.bounded("embed.batch_size", batch_size)
     embedding_set = store.find_set(set_name)
-    if embedding_set is None:
-        chosen = _resolve_encoder(store, encoder)
-        embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
-    else:
+    if embedding_set is not None:
         chosen = store.encoder(embedding_set.encoder_id)
         if encoder is not None and encoder != chosen.name:
             raise EncoderMismatchError(
@@ -161,31 +196,61 @@ def embed(
                 f"set {set_name!r} embeds long texts with {embedding_set.long_text!r}, not "
                 f"{long_text!r}: use a new set name, or drop the set first"
             )
+    # The source's first rows come before anything is written: a query that fails or lacks a
+    # column is refused with no set created and no encoder registered.
+    chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+    first = next(chunks, None)
+    duplicated = store.duplicate_keys(source)
+    if embedding_set is None:
+        if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
+            stage("exporting the encoder to ONNX (first use only)")
+        chosen = _resolve_encoder(store, encoder)
+    if stage is not None:
+        stage(f"embedding {set_name}")
     total = store.count_query(source) if progress is not None else None
     counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
     arguments = _encoder_arguments(store, chosen)
-    for chunk in store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows):
-        keys = [str(k) for k in chunk["item_key"]]
-        chunk = chunk.assign(item_key=keys)
-        stored = store.stored_hashes(embedding_set.set_id, keys)
-        chunk["stored_sha256"] = [stored.get(k) for k in keys]
+
+    def embed_rows(rows: pd.DataFrame) -> None:
+        nonlocal arguments, embedding_set
+        keys = rows["item_key"].tolist()
+        stored = store.stored_hashes(embedding_set.set_id, keys) if embedding_set else {}
+        rows = rows.assign(stored_sha256=[stored.get(k) for k in rows["item_key"]])
         output = procedures.embed(
-            chunk,
-            long_text=embedding_set.long_text,
+            rows,
+            long_text=embedding_set.long_text if embedding_set else long_text or "window",
             batch_size=batch_size,
             threads=threads,
             **arguments,
         )
         arguments = {"encoder_sha256": chosen.sha256}  # cached from now on
+        if embedding_set is None:  # created with its first batch, never empty after a refusal
+            embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
         store.write_embed_batch(embedding_set.set_id, output)
-        rejected = int(output["reject_reason"].notna().sum())
-        counts["rows_read"] += len(chunk)
-        counts["embedded"] += len(output) - rejected
-        counts["rejected"] += rejected
-        counts["unchanged"] += len(chunk) - len(output)
+        rejected = output.loc[output["reject_reason"].notna(), "item_key"]
+        rejected_rows = int(rows["item_key"].isin(rejected).sum())
+        embedded = len(output) - len(rejected)
+        counts["rows_read"] += len(rows)
+        counts["embedded"] += embedded
+        counts["rejected"] += rejected_rows
+        counts["unchanged"] += len(rows) - embedded - rejected_rows
         counts["windowed"] += int((output["windows"].fillna(1) > 1).sum())
+
+    # Every copy of a duplicated key is held back and sent in one last call, which rejects the
+    # key whole: the outcome cannot depend on which batch each copy fell into.
+    held: list[pd.DataFrame] = []
+    for chunk in itertools.chain([first] if first is not None else [], chunks):
+        chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+        copies = chunk["item_key"].isin(duplicated)
+        held.append(chunk[copies])
+        if not copies.all():
+            embed_rows(chunk[~copies])
         if progress is not None:
             progress(len(chunk), total)
+    if duplicated:
+        embed_rows(pd.concat(held, ignore_index=True))
+    if embedding_set is None:  # an empty source: the set exists, with nothing in it yet
+        embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
     store.set_source_query(embedding_set.set_id, source)
     seconds = time.perf_counter() - started
     return {
@@ -199,6 +264,7 @@ def embed(
     }
 
 
+@_holding("head", HEAD_BUSY)
 def train(
     store: Store,
     *,
@@ -207,10 +273,16 @@ def train(
     labels: str,
     encoder: str | None = None,
     deploy: str = "if-better",
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    progress: Progress | None = None,
     **head_params: Any,
 ) -> dict[str, Any]:
-    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns."""
-    validate_name("head", head)
+    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
+
+    Trainings of one head run one after the other, as ``heads.train``'s application lock
+    makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50016).
+    ``progress`` hears of each epoch: ``(1, epochs)``.
+    """
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     if encoder is not None and encoder != set_encoder.name:
@@ -222,11 +294,14 @@ def train(
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
     deployed = store.deployed_model(head)
+    if progress is not None:
+        progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
     result = procedures.train(
         labelled,
         dim=set_encoder.dim,
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **head_params,
     ).iloc[0]
     return _record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
@@ -292,6 +367,7 @@ def _record_version(
     }
 
 
+@_holding("head", HEAD_BUSY)  # a new version of the head, as train makes
 def distill(
     store: Store,
     *,
@@ -577,19 +653,32 @@ def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
         yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})
 
 
-def deploy(store: Store, *, head: str, version: int) -> dict[str, Any]:
+@_holding("head", HEAD_BUSY)
+def deploy(
+    store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
     model = store.find_model(head, version)
     store.deploy(head, model.model_id, procedures.REASON_BY_HAND)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
-def roll_back(store: Store, *, head: str) -> dict[str, Any]:
+@_holding("head", HEAD_BUSY)
+def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
-    validate_name("head", head)
     history = store.deployment_history(head)
+    if not history and store.read_view("model_summary", head=head).empty:
+        # drop-head leaves no trace of a head, so both causes are named
+        raise NotFoundError(
+            f"head {head!r} does not exist: it was never trained, or it was dropped "
+            "(drop-head deletes a head's versions and deployment history); nothing to "
+            f"roll back: train it with `sqlheads train --head {head} ...`"
+        )
     if not history:
-        raise NotFoundError(f"head {head!r} has never been deployed: nothing to roll back")
+        raise NotFoundError(
+            f"head {head!r} has never been deployed: nothing to roll back; deploy a "
+            f"version with `sqlheads deploy --head {head} --version N`"
+        )
     previous = next((m for m in history if m != history[0]), None)
     if previous is None:
         raise NotFoundError(

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
@@ -148,6 +149,7 @@ TRAIN_OUTPUT = (
     "kind",
     "parameters",
 )
+DUPLICATE_KEY = "duplicate item_key in the source query"
 DISTILL_INPUT = ("item_key", "label", "logits")  # + the kind's input; optionally in_transfer
 DISTILL_OUTPUT = TRAIN_OUTPUT + (
     "teacher_accuracy",
@@ -205,9 +207,11 @@ def embed(
 
     Input: ``item_key``, ``text`` and, optionally, ``stored_sha256`` (the hash of the text
     already embedded for that key, NULL if none). A row whose text hashes to its
-    ``stored_sha256`` is skipped. Output: one row per embedded or rejected input row; a
-    rejected row has a NULL ``vector`` and a ``reject_reason``. The encoder is found in the
-    cache by ``encoder_sha256``; its bytes need passing only when the cache lacks it.
+    ``stored_sha256`` is skipped. A key that appears more than once is rejected as a whole
+    (the caller sends every copy of a key in one call). Output: one row per embedded or
+    rejected key; a rejected row has a NULL ``vector`` and a ``reject_reason``. The encoder
+    is found in the cache by ``encoder_sha256``; its bytes need passing only when the cache
+    lacks it.
     """
     _require_columns(input_data, EMBED_INPUT, "source")
     long_text = choice("long_text", long_text)
@@ -220,12 +224,14 @@ def embed(
     )
     rows_out: list[tuple] = []
     to_embed: list[tuple[str, str, str]] = []
-    seen: set[str] = set()
+    # A key given more than once is rejected whole, every copy, on every run: which copy is
+    # "first" is not defined in SQL, and keeping any one of them flips between runs.
+    duplicated = {key for key, n in Counter(keys).items() if n > 1}
+    for key in sorted(duplicated):  # one reject row per key
+        rows_out.append((key, None, None, None, DUPLICATE_KEY))
     for key, text, old_sha in zip(keys, texts, stored, strict=True):
-        if key in seen:
-            rows_out.append((key, None, None, None, "duplicate item_key in the source query"))
+        if key in duplicated:
             continue
-        seen.add(key)
         if text is None or (isinstance(text, float) and np.isnan(text)):
             rows_out.append((key, None, None, None, "text is NULL"))
             continue
@@ -269,14 +275,24 @@ def _check_policy(policy: str) -> None:
         )
 
 
+# A real improvement for ``if-better``: a tenth of a point of macro-F1. Re-training on the
+# same data gives the same or an insignificantly different score (one held-out row of
+# Rotten Tomatoes' 1,706 moves it by ~0.0006); deploying it would only re-score every row.
+MIN_DEPLOY_GAIN = 0.001
+
+
 def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
-    """``if-better``: deploy when nothing is deployed or the new macro-F1 is strictly higher."""
+    """``if-better``: deploy when nothing is deployed, or when the new macro-F1 beats the
+    deployed one by at least :data:`MIN_DEPLOY_GAIN`; a tie or a smaller gain is no gain."""
     _check_policy(policy)
     if policy == "always":
         return True
     if policy == "never":
         return False
-    return deployed_macro_f1 is None or new_macro_f1 > deployed_macro_f1
+    # rounded so that float noise in the 12th digit cannot make 0.001 fall short
+    return (
+        deployed_macro_f1 is None or round(new_macro_f1 - deployed_macro_f1, 9) >= MIN_DEPLOY_GAIN
+    )
 
 
 def train(
@@ -293,12 +309,14 @@ def train(
     seed: int = 0,
     deploy: str = "if-better",
     deployed_macro_f1: float | None = None,
+    on_epoch: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
     """Train a head on stored vectors; one output row describing the new version.
 
     Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
     refused with the count). The held-out split is stratified and fixed by ``seed``; metrics
     are computed on it, then the deploy policy is applied against ``deployed_macro_f1``.
+    ``on_epoch`` is called after each epoch with the number of epochs.
     """
     started = time.perf_counter()
     _require_columns(input_data, TRAIN_INPUT, "labels")
@@ -335,7 +353,7 @@ def train(
     X = unpack_rows(vectors.tolist(), dim)
     y = np.asarray([str(v) for v in labels])
     train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
-    head = HeadClassifier(params).fit(X[train_rows], y[train_rows])
+    head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
     blob = head.to_bytes()
     params_record = asdict(params) | {

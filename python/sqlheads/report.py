@@ -239,6 +239,11 @@ def _versions(ax, data: ReportData) -> None:
     ax.scatter(deployed["version"], deployed["accuracy"], marker="*", s=160, color="gold",
                edgecolors="black", label="deployed", zorder=3)  # fmt: skip
     ax.set_xticks(versions["version"].tolist())
+    # Equal scores must look equal: no offset notation (1e-6 + 7.825e-1) and at least a tenth
+    # of the [0, 1] scale around the values, so that noise in the 7th digit stays invisible.
+    scores = versions[["accuracy", "macro_f1"]].to_numpy(dtype=float)
+    ax.set_ylim(max(0.0, scores.min() - 0.05), min(1.0, scores.max() + 0.05))
+    ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ax.set(xlabel="version", ylabel="held-out", title="Versions of this head")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

@@ -9,7 +9,7 @@ so a fitted head serialises to a small ``.npz`` blob and scores anywhere.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,7 +87,10 @@ class HeadClassifier:
     def n_features_in_(self) -> int:
         return int(self.weights_["w1"].shape[1])
 
-    def fit(self, X: np.ndarray, y: Sequence[str]) -> HeadClassifier:
+    def fit(
+        self, X: np.ndarray, y: Sequence[str], on_epoch: Callable[[int], None] | None = None
+    ) -> HeadClassifier:
+        """Train; ``on_epoch(epochs)`` is called after each epoch (for progress lines)."""
         import torch
 
         # A tiny MLP's matrices are too small to share out: one thread measured 13x faster
@@ -95,11 +98,13 @@ class HeadClassifier:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            return self._fit(X, y)
+            return self._fit(X, y, on_epoch)
         finally:
             torch.set_num_threads(threads)
 
-    def _fit(self, X: np.ndarray, y: Sequence[str]) -> HeadClassifier:
+    def _fit(
+        self, X: np.ndarray, y: Sequence[str], on_epoch: Callable[[int], None] | None
+    ) -> HeadClassifier:
         import torch
 
         X = np.asarray(X, dtype=np.float32)
@@ -151,6 +156,8 @@ class HeadClassifier:
                 schedule.step()
                 epoch_loss += loss.item() * len(batch)
             self.loss_curve_.append(epoch_loss / len(X))
+            if on_epoch is not None:
+                on_epoch(p.epochs)
         first, last = model[0], model[3]
         self.weights_ = {
             "w1": first.weight.detach().numpy().copy(),

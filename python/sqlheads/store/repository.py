@@ -8,21 +8,41 @@ with the caller's own permissions, exactly as ``sp_execute_external_script``'s i
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from filelock import FileLock, Timeout
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from sqlheads.errors import InUseError, InvalidNameError, NotFoundError, QueryShapeError
+from sqlheads.errors import (
+    BusyError,
+    InUseError,
+    InvalidNameError,
+    NotFoundError,
+    QueryNotAllowedError,
+    QueryShapeError,
+    UnsupportedDatabaseError,
+)
 from sqlheads.store import schema as s
 from sqlheads.store.drivers import check_mssql_url
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+SET_BUSY = (
+    "another process is embedding or dropping it; wait for it to finish, then run again "
+    "(embed only embeds what changed)"
+)
+HEAD_BUSY = (
+    "another process is training, deploying or dropping it; try again when it has finished, "
+    "or wait longer with --lock-timeout-ms"
+)
 # SQLite's default limit on bound parameters is 32766; SQL Server's is 2100.
 KEYS_PER_STATEMENT = 900
 
@@ -37,9 +57,40 @@ def validate_name(kind: str, name: str) -> str:
     return name
 
 
+SUPPORTED_URLS = (
+    "sqlite:///FILE (the embedded default, nothing to install) or "
+    "mssql+mssqlpython://... / mssql+pyodbc://... for SQL Server (pip install 'sqlheads[mssql]')"
+)
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets WAL (readers never block the batch writer),
-    foreign keys and a busy timeout, SQL Server gets the ``heads`` schema."""
+    foreign keys and a busy timeout, SQL Server gets the ``heads`` schema. Any other database,
+    or a URL whose driver is not installed, is refused with the URLs that work."""
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        raise UnsupportedDatabaseError(
+            f"{url!r} is not a database URL: use {SUPPORTED_URLS}"
+        ) from None
+    if backend not in ("sqlite", "mssql"):
+        raise UnsupportedDatabaseError(
+            f"database URL {_shown(url)} is not supported ({backend}): use {SUPPORTED_URLS}"
+        )
+    try:
+        return _create_engine(url)
+    except (ImportError, NoSuchModuleError) as error:
+        raise UnsupportedDatabaseError(
+            f"the driver for {_shown(url)} is not installed ({error}): use {SUPPORTED_URLS}"
+        ) from None
+
+
+def _shown(url: str) -> str:
+    """A URL as it may be printed: without its password."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _create_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 60})
 
@@ -52,12 +103,10 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    if url.startswith("mssql"):
-        check_mssql_url(url)  # mssql+mssqlpython on SQLAlchemy 2.0: say what to use instead
-        return create_engine(url, deprecate_large_types=True).execution_options(
-            schema_translate_map={None: s.SCHEMA}
-        )
-    return create_engine(url)
+    check_mssql_url(url)  # mssql+mssqlpython on SQLAlchemy 2.0: say what to use instead
+    return create_engine(url, deprecate_large_types=True).execution_options(
+        schema_translate_map={None: s.SCHEMA}
+    )
 
 
 @dataclass(frozen=True)
@@ -112,6 +161,33 @@ class Store:
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
 
+    @contextmanager
+    def lock(self, kind: str, name: str, timeout_ms: int, busy: str) -> Iterator[None]:
+        """Hold ``kind:name`` against every other process on this SQLite file.
+
+        SQL Server's procedures take ``sp_getapplock`` on the same names; SQLite has no such
+        lock, so the embedded host takes an OS file lock (released by the OS if the process
+        dies) in ``FILE.locks/`` beside the database. An in-memory database has one process.
+        ``busy`` says what the other process is doing; it ends the error raised after
+        ``timeout_ms`` (0: do not wait).
+        """
+        database = self.engine.url.database if self.is_sqlite else None
+        if not database or database == ":memory:":
+            yield
+            return
+        folder = Path(database).resolve().parent / f"{Path(database).name}.locks"
+        folder.mkdir(exist_ok=True)
+        held = FileLock(folder / f"{kind}.{name}.lock", timeout=timeout_ms / 1000)
+        try:
+            held.acquire()
+        except Timeout:
+            waited = f" within {timeout_ms} ms" if timeout_ms else ""
+            raise BusyError(f"{kind} {name!r} is busy{waited}: {busy}") from None
+        try:
+            yield
+        finally:
+            held.release()
+
     # -- caller queries ------------------------------------------------------------------------
 
     def run_query(
@@ -127,16 +203,41 @@ class Store:
         the ``needed`` columns, or every column (``all_columns``) once ``needed`` are there."""
         if not isinstance(sql, str) or not sql.strip():
             raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
+        with self._caller_connection(what) as connection:
+            chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
+            yield from (c if all_columns else c[list(needed)] for c in chunks)
+
+    @contextmanager
+    def _caller_connection(self, what: str) -> Iterator[Connection]:
+        """A connection on which a caller's query may read tables and do nothing else.
+
+        On SQLite, ``PRAGMA query_only`` refuses writes only once a statement runs, after
+        ATTACH or VACUUM INTO has already created its file; SQLite's authorizer refuses them
+        while the statement compiles, so nothing touches the file system. A refusal becomes
+        :class:`QueryNotAllowedError` naming what was refused.
+        """
         with self.engine.connect() as connection:
-            if self.is_sqlite:
-                connection.exec_driver_sql("PRAGMA query_only = ON")
+            if not self.is_sqlite:
+                yield connection
+                return
+            connection.exec_driver_sql("PRAGMA query_only = ON")
+            driver = connection.connection.driver_connection
+            refused: list[str] = []
+            driver.set_authorizer(_read_only_authorizer(refused))
             try:
-                chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
-                yield from (c if all_columns else c[list(needed)] for c in chunks)
+                yield connection
+            except (DBAPIError, QueryShapeError):
+                if refused:  # the query failed because the authorizer refused something
+                    raise QueryNotAllowedError(
+                        f"the {what} query may only read tables, but it asks for "
+                        f"{refused[-1]}: sqlheads refuses ATTACH, VACUUM, PRAGMA, writes and "
+                        "file access in caller queries; pass a plain SELECT"
+                    ) from None
+                raise
             finally:
                 # The pooled connection must be writable again for the next user.
-                if self.is_sqlite:
-                    connection.exec_driver_sql("PRAGMA query_only = OFF")
+                driver.set_authorizer(None)
+                connection.exec_driver_sql("PRAGMA query_only = OFF")
 
     @staticmethod
     def _read_chunks(
@@ -167,14 +268,29 @@ class Store:
     def count_query(self, sql: str) -> int | None:
         """Rows a caller's query returns, for a progress bar; None if it cannot be counted."""
         try:
-            with self.engine.connect() as connection:
+            with self._caller_connection("source") as connection:
                 return int(
                     connection.exec_driver_sql(
                         f"SELECT COUNT(*) FROM ({sql.strip().rstrip(';')}) AS counted"
                     ).scalar_one()
                 )
-        except DBAPIError:
+        except (DBAPIError, QueryNotAllowedError):
             return None
+
+    def duplicate_keys(self, sql: str) -> set[str]:
+        """The ``item_key`` values a caller's query returns more than once."""
+        with self._caller_connection("source") as connection:
+            try:
+                rows = connection.exec_driver_sql(
+                    f"SELECT source_query.item_key FROM ({sql.strip().rstrip(';')}) "
+                    "AS source_query GROUP BY source_query.item_key HAVING COUNT(*) > 1"
+                ).all()
+            except DBAPIError as error:
+                raise QueryShapeError(
+                    f"the source query cannot be read as a subquery ({error.orig}): drop its "
+                    "ORDER BY, or wrap it in a view"
+                ) from None
+            return {str(key) for (key,) in rows}
 
     # -- encoders ------------------------------------------------------------------------------
 
@@ -257,7 +373,7 @@ class Store:
 
     def drop_set(self, name: str) -> None:
         found = self.require_set(name)
-        with self.engine.begin() as c:
+        with self.lock("set", name, 0, SET_BUSY), self.engine.begin() as c:
             heads = sorted(
                 {
                     r.head
@@ -440,8 +556,14 @@ class Store:
         ).scalar_one_or_none()
 
     def deploy(self, head: str, model_id: int, reason: str) -> None:
+        """Deploy a model; the predictions of the version it replaces go in the same
+        transaction (no view shows them any more; a version scored with ``--version`` while
+        another was deployed keeps its predictions until it is itself deployed and replaced)."""
         with self.engine.begin() as c:
+            replaced = self._deployed_model_id(c, head)
             c.execute(insert(s.deployments).values(head=head, model_id=model_id, reason=reason))
+            if replaced is not None and replaced != model_id:
+                c.execute(delete(s.predictions).where(s.predictions.c.model_id == replaced))
 
     def deployment_history(self, head: str) -> list[int]:
         """Model ids deployed for a head, newest first."""
@@ -455,9 +577,9 @@ class Store:
                 )
             ]
 
-    def drop_head(self, head: str) -> int:
+    def drop_head(self, head: str, lock_timeout_ms: int) -> int:
         validate_name("head", head)
-        with self.engine.begin() as c:
+        with self.lock("head", head, lock_timeout_ms, HEAD_BUSY), self.engine.begin() as c:
             ids = [
                 r.model_id
                 for r in c.execute(select(s.models.c.model_id).where(s.models.c.head == head))
@@ -523,6 +645,45 @@ class Store:
         with self.engine.connect() as c:
             rows = c.execute(query).all()
             return pd.DataFrame([tuple(r) for r in rows], columns=list(view.c.keys()))
+
+
+# What a caller's query may do on SQLite: read and compute. Everything else (ATTACH, which
+# VACUUM INTO also asks for; PRAGMA; any write or schema change) is refused.
+_ALLOWED_ACTIONS = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
+# Functions that reach outside the database (extensions, the shell's file functions).
+_REFUSED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+_ACTION_NAMES = {
+    sqlite3.SQLITE_ATTACH: "ATTACH (or VACUUM INTO) {0!r}",
+    sqlite3.SQLITE_DETACH: "DETACH {0}",
+    sqlite3.SQLITE_PRAGMA: "PRAGMA {0}",
+    sqlite3.SQLITE_INSERT: "INSERT into {0}",
+    sqlite3.SQLITE_UPDATE: "UPDATE of {0}",
+    sqlite3.SQLITE_DELETE: "DELETE from {0}",
+    sqlite3.SQLITE_TRANSACTION: "a transaction ({0})",
+}
+
+
+def _read_only_authorizer(refused: list[str]):
+    """An authorizer for ``sqlite3.Connection.set_authorizer`` that records what it refuses."""
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
+            refused.append(f"function {arg2}()")
+            return sqlite3.SQLITE_DENY
+        if action in _ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_schema"):
+            refused.append("a PRAGMA function")  # how SQLite asks for pragma_table_info & co
+            return sqlite3.SQLITE_DENY
+        refused.append(_ACTION_NAMES.get(action, "a write or schema change ({0})").format(arg1))
+        return sqlite3.SQLITE_DENY
+
+    return authorize
 
 
 def _encoder_select():

@@ -40,6 +40,7 @@ BEGIN
     DECLARE @error_number int;
     DECLARE @error_message nvarchar(2048);
     DECLARE @locked bit = 0;
+    DECLARE @created_set bit = 0;
     DECLARE @total bigint;
     DECLARE @lower nvarchar(450);
     DECLARE @upper nvarchar(450);
@@ -93,9 +94,6 @@ BEGIN
             END;
             EXEC heads.setting @name = N'long_text', @value = @wanted_long_text OUTPUT;
             SET @set_long_text = @wanted_long_text;
-            INSERT INTO heads.embedding_sets (name, encoder_id, long_text)
-            VALUES (@set, @encoder_id, @set_long_text);
-            SET @set_id = SCOPE_IDENTITY();
         END;
         ELSE
         BEGIN
@@ -141,20 +139,30 @@ BEGIN
                 N'the source query returned rows with a NULL item_key: filter them out (WHERE key IS NOT NULL)',
                 1;
         CREATE CLUSTERED INDEX ix_embed_source ON #embed_source (item_key);
+        -- The set is created only once its source has been read: a refused call leaves none.
+        IF @set_id IS NULL
+        BEGIN
+            INSERT INTO heads.embedding_sets (name, encoder_id, long_text)
+            VALUES (@set, @encoder_id, @set_long_text);
+            SET @set_id = SCOPE_IDENTITY();
+            SET @created_set = 1;
+        END;
         -- The same sha256 as Python's (UTF-8 bytes): unchanged rows are skipped here.
         UPDATE #embed_source
         SET text_sha256 = LOWER(CONVERT(char(64), HASHBYTES(
             'SHA2_256', CONVERT(varbinary(max), CONVERT(varchar(max), text COLLATE Latin1_General_100_BIN2_UTF8))
         ), 2))
         WHERE text IS NOT NULL;
-        WITH numbered AS (
+        -- A key given more than once is rejected whole, every copy, on every run (as in
+        -- sqlheads.procedures.embed): SQL has no "first" copy, and keeping one would flip.
+        WITH counted AS (
             SELECT
                 s.duplicate,
-                ROW_NUMBER() OVER (PARTITION BY s.item_key ORDER BY (SELECT NULL)) AS copy_no
+                COUNT(*) OVER (PARTITION BY s.item_key) AS copies
             FROM #embed_source AS s
         )
-        UPDATE numbered SET duplicate = 1
-        WHERE copy_no > 1;
+        UPDATE counted SET duplicate = 1
+        WHERE copies > 1;
 
         CREATE TABLE #embed_batch (
             item_key nvarchar(450) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
@@ -245,11 +253,6 @@ BEGIN
             SELECT @batch_output = COUNT_BIG(*) FROM #embed_output;
 
             BEGIN TRANSACTION;
-            -- A re-embedded or rejected row's old vector is stale: its text changed or is gone.
-            DELETE e
-            FROM heads.embeddings AS e
-            INNER JOIN #embed_output AS o ON e.item_key = o.item_key
-            WHERE e.set_id = @set_id;
             INSERT INTO #embed_output (item_key, reject_reason)
             SELECT DISTINCT
                 s.item_key,
@@ -260,6 +263,12 @@ BEGIN
                 AND (@lower IS NULL OR s.item_key > @lower)
                 AND s.item_key <= @upper
             OPTION (RECOMPILE);
+            -- A re-embedded or rejected key's old vector is stale: its text changed, is gone,
+            -- or is no longer one text.
+            DELETE e
+            FROM heads.embeddings AS e
+            INNER JOIN #embed_output AS o ON e.item_key = o.item_key
+            WHERE e.set_id = @set_id;
             DELETE r
             FROM heads.rejects AS r
             WHERE
@@ -322,6 +331,13 @@ BEGIN
     END TRY
     BEGIN CATCH
         IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;
+        -- A set this call created and could not fill (its first batch failed) is removed.
+        IF @created_set = 1
+            DELETE es FROM heads.embedding_sets AS es
+            WHERE
+                es.set_id = @set_id
+                AND NOT EXISTS (SELECT 1 FROM heads.embeddings AS e WHERE e.set_id = @set_id)
+                AND NOT EXISTS (SELECT 1 FROM heads.rejects AS r WHERE r.set_id = @set_id);
         IF @locked = 1
         BEGIN
             EXEC heads.release_lock @kind = N'set', @name = @set;
