@@ -177,7 +177,7 @@ def test_two_trainings_of_one_head_take_turns_and_never_share_a_version(embedded
         busy = _cli(url, *train, "--lock-timeout-ms", "0")
         assert busy.returncode == 2, busy.stdout + busy.stderr
         error = json.loads(busy.stdout)
-        assert error["number"] == 50000 and "busy" in error["error"]
+        assert error["number"] == 50016 and "busy" in error["error"]
         # A second training that waits starts only when the first has finished.
         second = subprocess.Popen(
             [sys.executable, "-m", "sqlheads.cli", "--url", url, "--json", *train],
@@ -207,7 +207,7 @@ def test_dropping_a_set_while_another_process_embeds_it_is_refused(embedded: Sto
     child.join(900)
     assert dropped.returncode == 2, dropped.stdout + dropped.stderr
     error = json.loads(dropped.stdout)
-    assert error["number"] == 50000 and "embedding or dropping" in error["error"]
+    assert error["number"] == 50016 and "embedding or dropping" in error["error"]
     outcome, embedded = results.get(timeout=60)
     assert outcome == "ok", embedded
     assert embedded["set_rows"] == 600  # the embedding finished, whole
