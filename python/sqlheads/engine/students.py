@@ -291,6 +291,7 @@ class WordStudent:
             "tokenizer_json": tokenizer_json,
             "max_tokens": str(self.params.max_tokens),
             "params": json.dumps(asdict(self.params)),
+            "parameters": str(self.n_parameters_),
         }
         for key, value in contract.items():
             model.metadata_props.add(key=key, value=value)
@@ -298,7 +299,7 @@ class WordStudent:
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def predict_proba(self, texts: Sequence[str], batch_size: int = 512) -> np.ndarray:
+    def predict_proba(self, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
         if not self.onnx_:
             raise InvalidParameterError("this student is not fitted: call fit first")
         if self._session is None:
@@ -321,7 +322,8 @@ class WordStudent:
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         return np.asarray(self.classes_)[self.predict_proba(texts).argmax(axis=1)]
 
-    def _load_session(self) -> None:
+    def _load_session(self) -> dict[str, str]:
+        """One parse of the graph (onnxruntime's), which also reads the contract it carries."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -331,6 +333,7 @@ class WordStudent:
         )
         meta = self._session.get_modelmeta().custom_metadata_map
         self._tokens = TextTokens(meta["tokenizer_json"], int(meta["max_tokens"]))
+        return meta
 
     # -- persistence: the ONNX graph is the model -------------------------------------------------
 
@@ -342,18 +345,18 @@ class WordStudent:
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> WordStudent:
-        import onnx
-
-        model = onnx.load_from_string(blob)
-        meta = {p.key: p.value for p in model.metadata_props}
+        """A student from its graph alone, ready to score (no ``onnx`` import: a scoring
+        process pays for one parse of the graph)."""
+        student = cls.__new__(cls)
+        student.onnx_ = blob
+        meta = student._load_session()
         if meta.get("kind") != KIND:
             raise InvalidParameterError(
                 f"this blob is a {meta.get('kind', 'non-sqlheads')!r} model, not a {KIND}"
             )
-        student = cls(WordStudentParams(**json.loads(meta["params"])))
+        student.params = WordStudentParams(**json.loads(meta["params"])).validate()
         student.classes_ = json.loads(meta["classes"])
-        student.onnx_ = blob
-        student.n_parameters_ = int(
-            sum(int(np.prod(i.dims)) for i in model.graph.initializer if i.data_type == 1)
-        )
+        student.loss_curve_ = []
+        student.n_parameters_ = int(meta["parameters"])
+        student.parity_max_abs_diff_ = None
         return student
