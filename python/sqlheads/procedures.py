@@ -171,6 +171,7 @@ def train(
     input_data: pd.DataFrame,
     *,
     dim: int,
+    recipe: str = HeadParams.recipe,
     hidden: int | None = None,
     epochs: int = HeadParams.epochs,
     lr: float = HeadParams.lr,
@@ -192,6 +193,7 @@ def train(
     _require_columns(input_data, TRAIN_INPUT, "labels")
     _check_policy(deploy)  # before the work, not after it
     params = HeadParams(
+        recipe=recipe,
         hidden=hidden,
         epochs=epochs,
         lr=lr,
@@ -234,6 +236,8 @@ def train(
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
         "batch_size": head.batch_size_,
+        "epochs_run": len(head.loss_curve_),
+        "best_epoch": head.best_epoch_,
         "test_fraction": test_fraction,
         "dim": dim,
     }

@@ -18,7 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads.errors import InvalidNameError, NotFoundError, QueryShapeError, SqlheadsError
+from sqlheads.errors import InvalidNameError, NotFoundError, QueryShapeError, SetInUseError
 from sqlheads.store import schema as s
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -176,6 +176,23 @@ class Store:
             row = c.execute(_encoder_select().where(s.encoders.c.encoder_id == encoder_id)).one()
         return Encoder(**row._mapping)
 
+    def encoder_listing(self) -> pd.DataFrame:
+        """Every registered encoder: name, dim, max length, quantisation, source, size."""
+        e = s.encoders.c
+        length = func.datalength if self.engine.dialect.name == "mssql" else func.length
+        query = select(
+            e.name,
+            e.dim,
+            e.max_length,
+            e.quantization,
+            e.source,
+            e.parity_cosine,
+            length(e.onnx).label("onnx_bytes"),
+        ).order_by(e.name)
+        with self.engine.connect() as c:
+            rows = c.execute(query).all()
+        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+
     def encoder_bytes(self, encoder_id: int) -> tuple[bytes, str]:
         with self.engine.connect() as c:
             row = c.execute(
@@ -246,7 +263,7 @@ class Store:
                 }
             )
             if heads:
-                raise SqlheadsError(
+                raise SetInUseError(
                     f"set {name!r} has models of head(s) {', '.join(heads)}: drop those heads "
                     "first (`sqlheads drop-head --head NAME`)"
                 )
