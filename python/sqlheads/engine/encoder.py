@@ -186,7 +186,7 @@ class OnnxEncoder:
         # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
         lengths = np.array([len(w) for w in flat])
         order = np.argsort(lengths, kind="stable")
-        for chunk in _batches(order, lengths, batch_size, batch_tokens):
+        for chunk in length_batches(order, lengths, batch_size, batch_tokens):
             ids, mask = self._tokenizer.pad([flat[i] for i in chunk])
             out = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
             if out.shape[1] != self.dim:
@@ -205,7 +205,7 @@ class OnnxEncoder:
         return Encoded(vectors=vectors, windows=np.array([len(w) for w in per_text]))
 
 
-def _batches(
+def length_batches(
     order: np.ndarray, lengths: np.ndarray, batch_size: int, batch_tokens: int | None
 ) -> list[np.ndarray]:
     """Consecutive runs of ``order`` (ascending length) within both limits, one row at least."""

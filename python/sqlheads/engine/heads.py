@@ -44,14 +44,23 @@ RECIPES = ("fast", "seed")
 FAST_BATCH_SIZE = 512
 
 
+def fast_batch_size(n_rows: int) -> int:
+    """The fast recipe's rows per step: 512, fewer on small sets so an epoch is 20 steps.
+
+    With a batch of 512 a set of 180 rows would take one step an epoch and stop, early, long
+    before it fits (87 % instead of 95 % on a 16-d toy set that the seed recipe fits).
+    """
+    return int(min(FAST_BATCH_SIZE, max(16, n_rows // 20)))
+
+
 @dataclass
 class HeadParams:
     """Hyper-parameters of a head, with the documented defaults.
 
-    ``recipe="fast"`` (the default) trains with Adam on batches of 512 rows at a constant
-    learning rate and stops when the loss on a held-back ``validation_fraction`` of the
-    training rows has not improved for ``patience`` epochs, keeping the best epoch's weights;
-    ``epochs`` is then an upper bound. ``recipe="seed"`` is the seed's recipe: Adam with
+    ``recipe="fast"`` (the default) trains with Adam on batches of :func:`fast_batch_size`
+    rows (512, fewer on small sets) at a constant learning rate and stops when the loss on a
+    held-back ``validation_fraction`` of the training rows has not improved for ``patience``
+    epochs, keeping the best epoch's weights; ``epochs`` is then an upper bound. ``recipe="seed"`` is the seed's recipe: Adam with
     amsgrad, linear decay to zero over exactly ``epochs`` epochs, batches of
     :func:`default_batch_size`, every training row used for training.
     """
@@ -61,7 +70,7 @@ class HeadParams:
     epochs: int = 30
     lr: float = 1e-3
     weight_decay: float = 1e-5
-    batch_size: int | None = None  # None: 512 (fast) or default_batch_size(rows) (seed)
+    batch_size: int | None = None  # None: fast_batch_size or default_batch_size (seed)
     dropout: float = 0.1
     validation_fraction: float = 0.1  # fast recipe only
     patience: int = 2  # fast recipe only
@@ -157,7 +166,7 @@ class HeadClassifier:
         order = torch.randperm(len(X), generator=generator)
         fit_rows, check_rows = order[held_back:], order[:held_back]
         batch_size = p.batch_size or (
-            FAST_BATCH_SIZE if fast else default_batch_size(len(fit_rows))
+            fast_batch_size(len(fit_rows)) if fast else default_batch_size(len(fit_rows))
         )
         self.batch_size_ = batch_size
         steps_per_epoch = -(-len(fit_rows) // batch_size)
