@@ -73,13 +73,15 @@ def register_encoder(
         source = f"{entry.name} (PyPI: {', '.join(entry.packages)})"
         suffix = "int8" if quantization == "int8" else "fp32"
         name = name or f"{entry.name}-{suffix}"
-    name = validate_name("encoder", name or DEFAULT_ENCODER)
-    existing = store.find_encoder(name)
+    if name is not None:
+        validate_name("encoder", name)
     artifact = export_encoder(
         model_dir, name=name, max_length=max_length, quantization=quantization
     )
     if source is not None:
         artifact = replace(artifact, source=source)
+    name = validate_name("encoder", artifact.name)  # a directory's name unless one was given
+    existing = store.find_encoder(name)
     if existing is not None:
         if existing.sha256 != artifact.sha256:
             raise EncoderMismatchError(
