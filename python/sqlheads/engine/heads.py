@@ -60,9 +60,10 @@ class HeadParams:
     ``recipe="fast"`` (the default) trains with Adam on batches of :func:`fast_batch_size`
     rows (512, fewer on small sets) at a constant learning rate and stops when the loss on a
     held-back ``validation_fraction`` of the training rows has not improved for ``patience``
-    epochs, keeping the best epoch's weights; ``epochs`` is then an upper bound. ``recipe="seed"`` is the seed's recipe: Adam with
-    amsgrad, linear decay to zero over exactly ``epochs`` epochs, batches of
-    :func:`default_batch_size`, every training row used for training.
+    epochs, keeping the best epoch's weights; ``epochs`` is then an upper bound.
+    ``recipe="seed"`` is the seed's recipe: Adam with amsgrad, linear decay to zero over
+    exactly ``epochs`` epochs, batches of :func:`default_batch_size`, every training row used
+    for training.
     """
 
     recipe: str = "fast"
