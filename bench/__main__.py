@@ -1,4 +1,4 @@
-"""``python -m bench [encode|load|train|score|accuracy|all] [--quick] [--out DIR]``."""
+"""``python -m bench [encode|encoders|load|train|score|accuracy|all] [--quick] [--out DIR]``."""
 
 from __future__ import annotations
 

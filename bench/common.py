@@ -29,7 +29,7 @@ from sqlheads.report import pyplot
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 
 SCALES = ("full", "quick", "tiny")
-ORDER = ("encode", "load", "train", "score", "accuracy", "students")
+ORDER = ("encode", "encoders", "load", "train", "score", "accuracy", "students")
 PACKAGES = (
     "sqlheads",
     "numpy",
@@ -123,14 +123,22 @@ def machine() -> dict[str, Any]:
         "os": f"{platform.system()} {platform.release()}",
         "versions": versions,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        # Other work on a shared machine slows every figure: the page says how much there was.
+        "load_average": [round(v, 1) for v in os.getloadavg()],
     }
 
 
 def machine_line(m: dict[str, Any]) -> str:
     flags = ", ".join(m.get("cpu_flags", [])) or "none of note"
+    load = m.get("load_average")
+    busy = (
+        f"; load average {load[0]} / {load[1]} / {load[2]} (1 / 5 / 15 min) at the end"
+        if load
+        else ""
+    )
     return (
         f"{m['cpu']} ({flags}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
-        f"measured {m['date']}"
+        f"measured {m['date']}{busy}"
     )
 
 
@@ -219,13 +227,15 @@ def pct(value: float, digits: int = 1) -> str:
 
 @contextmanager
 def timer() -> Iterator[list[float]]:
-    """``with timer() as t: ...`` then ``t[0]`` holds the elapsed seconds."""
-    elapsed = [0.0]
-    started = time.perf_counter()
+    """``with timer() as t: ...`` then ``t[0]`` holds the elapsed seconds and ``t[1]`` the
+    CPU seconds of this process (all its threads), which other load inflates much less."""
+    elapsed = [0.0, 0.0]
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         yield elapsed
     finally:
         elapsed[0] = time.perf_counter() - started
+        elapsed[1] = time.process_time() - cpu
 
 
 def save_figure(figure, out_dir: Path, name: str) -> str:
@@ -252,15 +262,23 @@ def vector_cache_path(tag: str, encoder_sha256: str, texts: Sequence[str], mode:
 
 
 def cached_vectors(
-    tag: str, quantization: str, texts: Sequence[str], mode: str = "window", threads: int = 2
+    tag: str,
+    quantization: str,
+    texts: Sequence[str],
+    mode: str = "window",
+    threads: int = 2,
+    model: str | None = None,
 ) -> tuple[np.ndarray, float | None]:
-    """Vectors of ``texts`` with the default model's ``quantization`` export.
+    """Vectors of ``texts`` with a catalogue model's ``quantization`` export (the default's
+    when ``model`` is None).
 
     Returns the vectors and the seconds encoding took, or None when they came from the cache.
     """
+    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
     from sqlheads.engine.export import export_encoder
 
-    artifact = export_encoder(quantization=quantization)
+    model_dir = catalog_encoder(model or DEFAULT_MODEL).model_dir()
+    artifact = export_encoder(model_dir, quantization=quantization)
     path = vector_cache_path(tag, artifact.sha256, texts, mode)
     if path.is_file():
         return np.load(path), None

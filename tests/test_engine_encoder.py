@@ -8,7 +8,7 @@ from sentence_transformers import SentenceTransformer
 
 from sqlheads.engine import encoder as encoder_module
 from sqlheads.engine import export
-from sqlheads.engine.encoder import OnnxEncoder, load_encoder
+from sqlheads.engine.encoder import OnnxEncoder, length_batches, load_encoder
 from sqlheads.errors import EncoderNotCachedError, ExportParityError, InvalidParameterError
 
 MIXED = [
@@ -107,3 +107,16 @@ def test_cache_needs_bytes_once_then_loads_by_sha(fp32_artifact, tmp_path, monke
     monkeypatch.setattr(encoder_module, "_loaded", {})  # a new process: only the disk remains
     second = load_encoder(sha)
     assert np.allclose(first.encode(MIXED).vectors, second.encode(MIXED).vectors)
+
+
+def test_batches_fill_to_a_token_budget_not_a_row_count():
+    lengths = np.array([250, 12, 256, 40, 9, 256, 30, 200])
+    order = np.argsort(lengths, kind="stable")
+    batches = length_batches(order, lengths, batch_size=4, batch_tokens=512)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for batch in batches:
+        # Padded to its longest window; a window alone may exceed the budget, two may not.
+        assert len(batch) <= 4
+        assert len(batch) == 1 or len(batch) * lengths[batch].max() <= 512
+    assert [len(b) for b in batches] == [4, 2, 2]  # 4 x 40, 2 x 250, 2 x 256
+    assert [len(b) for b in length_batches(order, lengths, 4, None)] == [4, 4]

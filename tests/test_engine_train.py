@@ -15,6 +15,7 @@ from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
 from sqlheads.errors import (
     DimensionMismatchError,
     EncoderMismatchError,
+    InUseError,
     InvalidNameError,
     InvalidParameterError,
     MissingEmbeddingsError,
@@ -25,6 +26,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
+from sqlheads.store.vectors import unpack_rows
 
 LABELS = "SELECT item_key, label FROM reviews"
 
@@ -49,8 +51,19 @@ def test_train_records_metrics_on_a_stratified_held_out_split(embedded: Store, r
     matrix = np.array(metrics["confusion_matrix"])
     assert matrix.sum() == result["rows_test"]
     assert [metrics["per_class"][c]["support"] for c in metrics["classes"]] == [60, 60]
-    assert len(json.loads(record["loss_curve_json"])) == HeadParams.epochs
-    assert record["onnx"] is not None if "onnx" in record else True
+    curve = json.loads(record["loss_curve_json"])
+    assert 1 <= len(curve) <= result["params"]["epochs"] and curve[-1] < curve[0]
+    # The stored ONNX export scores like the stored blob (model_record leaves both blobs out).
+    with embedded.engine.connect() as c:
+        blob, onnx_bytes = c.execute(
+            select(schema.models.c.blob, schema.models.c.onnx).where(
+                schema.models.c.model_id == result["model_id"]
+            )
+        ).one()
+    head = HeadClassifier.from_bytes(bytes(blob))
+    X = np.random.default_rng(0).normal(size=(8, head.n_features_in_)).astype(np.float32)
+    session = ort.InferenceSession(bytes(onnx_bytes), providers=["CPUExecutionProvider"])
+    assert np.allclose(session.run(None, {"vector": X})[0], head.predict_proba(X), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -155,12 +168,19 @@ def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sam
     with embedded.engine.connect() as c:
         assert c.execute(select(func.count()).select_from(schema.predictions)).scalar_one() == 600
 
-    latest = embedded.read_view("latest_predictions", head="sentiment")
+    latest = embedded.read_view("latest_predictions", head="sentiment").set_index("item_key")
     assert len(latest) == 600 and set(latest["version"]) == {1}
-    probabilities = json.loads(latest["probabilities_json"].iloc[0])
-    assert set(probabilities) == {"negative", "positive"}
-    assert abs(sum(probabilities.values()) - 1) < 1e-4
-    assert np.isclose(max(probabilities.values()), latest["score"].iloc[0], atol=1e-5)
+    # The view's rows are the deployed head's scores of the stored vectors, row by row.
+    set_id = embedded.require_set("reviews").set_id
+    stored = embedded.vectors_for_keys(set_id, latest.index.tolist())
+    head = HeadClassifier.from_bytes(embedded.model_blob(first["model_id"]))
+    expected = head.predict_proba(unpack_rows([stored[k] for k in latest.index], 384))
+    probabilities = np.array(
+        [[json.loads(p)[c] for c in head.classes_] for p in latest["probabilities_json"]]
+    )
+    assert np.allclose(probabilities, expected, atol=1e-5)
+    assert np.allclose(latest["score"], expected.max(axis=1), atol=1e-5)
+    assert (latest["label"] == np.asarray(head.classes_)[expected.argmax(axis=1)]).all()
 
     host.deploy(embedded, head="sentiment", version=2)
     host.predict(
@@ -174,7 +194,14 @@ def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sam
 
     summary = embedded.read_view("model_summary", head="sentiment").set_index("version")
     assert summary.loc[2, "is_deployed"] == 1 and summary.loc[1, "is_deployed"] == 0
-    assert summary.loc[1, "accuracy"] == pytest.approx(first["accuracy"], abs=1e-4)
+    for version, trained in ((1, first), (2, second)):
+        row = summary.loc[version]
+        assert row["model_id"] == trained["model_id"] and row["set_name"] == "reviews"
+        assert row["encoder_name"] == trained["encoder"]
+        assert row["rows_train"] == trained["rows_train"]
+        assert row["rows_test"] == trained["rows_test"]
+        assert row["accuracy"] == pytest.approx(trained["accuracy"], abs=1e-4)
+        assert row["macro_f1"] == pytest.approx(trained["macro_f1"], abs=1e-4)
 
     rolled = host.roll_back(embedded, head="sentiment")
     assert rolled["version"] == 1
@@ -197,8 +224,9 @@ def test_if_better_deploys_only_an_improvement(embedded: Store):
 def test_drop_head_and_set(embedded: Store):
     _train(embedded)
     host.predict(embedded, head="sentiment", set_name="reviews")
-    with pytest.raises(Exception, match="drop those heads first"):
+    with pytest.raises(InUseError, match="drop those heads first") as refused:
         embedded.drop_set("reviews")
+    assert refused.value.number == 50015
     assert embedded.drop_head("sentiment", 0) == 1
     embedded.drop_set("reviews")
     with embedded.engine.connect() as c:

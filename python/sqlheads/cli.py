@@ -217,10 +217,16 @@ def init() -> None:
 
 @app.command("register-encoder")
 def register_encoder(
-    name: Annotated[str, typer.Option(help="Name to register it under.")] = host.DEFAULT_ENCODER,
-    model_dir: Annotated[
+    name: Annotated[
         str | None,
-        typer.Option(help="Hugging Face model directory (default: all-MiniLM-L6-v2)."),
+        typer.Option(help="Name to register it under (default: MODEL-int8 or MODEL-fp32)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Catalogue encoder (`sqlheads encoders`; default all-MiniLM-L6-v2)."),
+    ] = None,
+    model_dir: Annotated[
+        str | None, typer.Option(help="A local Hugging Face model directory instead.")
     ] = None,
     max_length: Annotated[int, typer.Option(help="Tokens per window.")] = 256,
     quantization: Annotated[str, typer.Option(help="int8 or none (fp32).")] = "int8",
@@ -232,6 +238,7 @@ def register_encoder(
         encoder = host.register_encoder(
             store,
             name=name,
+            model=model,
             model_dir=model_dir,
             max_length=max_length,
             quantization=quantization,
@@ -241,6 +248,40 @@ def register_encoder(
         }
 
     _run(action, "encoder")
+
+
+@app.command()
+def encoders() -> None:
+    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's."""
+
+    def render(result: dict[str, Any]) -> None:
+        out = Console()
+        catalogue = Table(
+            "model", "dim", "MB int8/fp32", "installed", "registered as", "rows/s", "accuracy",
+            title="catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+        )  # fmt: skip
+        for e in result["catalogue"]:
+            catalogue.add_row(
+                e["model"], str(e["dim"]), f"{e['int8_mb']}/{e['fp32_mb']}",
+                "yes" if e["installed"] else "no", ", ".join(e["registered_as"]),
+                e["rows_per_second"], e["accuracy"],
+            )  # fmt: skip
+        out.print(catalogue)
+        for e in result["catalogue"]:
+            if not e["installed"]:
+                out.print(f"to install {e['model']}: {e['install']}")
+        registered = Table(
+            "name", "dim", "max length", "quantization", "MB", "parity cosine",
+            title="registered in this store",
+        )  # fmt: skip
+        for r in result["registered"]:
+            registered.add_row(
+                r["name"], str(r["dim"]), str(r["max_length"]), r["quantization"],
+                str(r["mb"]), str(r["parity_cosine"]),
+            )  # fmt: skip
+        out.print(registered)
+
+    _run(lambda: host.encoders(_store()), "encoders", render)
 
 
 @app.command()
@@ -283,11 +324,17 @@ def train(
     hidden: Annotated[
         int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
     ] = None,
-    epochs: Annotated[int, typer.Option()] = HeadParams.epochs,
-    lr: Annotated[float, typer.Option(help="Adam (amsgrad) learning rate.")] = HeadParams.lr,
+    recipe: Annotated[
+        str, typer.Option(help="fast (early stopping) or seed (Adam amsgrad, linear decay).")
+    ] = HeadParams.recipe,
+    epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
+        HeadParams.epochs
+    ),
+    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = HeadParams.lr,
     weight_decay: Annotated[float, typer.Option()] = HeadParams.weight_decay,
     batch_size: Annotated[
-        int | None, typer.Option(help="Rows per step (default 64, or rows/100 if larger).")
+        int | None,
+        typer.Option(help="Rows per step (fast 512; seed 64, or rows/100 if larger)."),
     ] = HeadParams.batch_size,
     dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
     test_fraction: Annotated[float, typer.Option(help="Held-out share, stratified.")] = 0.2,
@@ -311,6 +358,7 @@ def train(
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
+                recipe=recipe,
                 hidden=hidden,
                 epochs=epochs,
                 lr=lr,

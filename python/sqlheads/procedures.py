@@ -299,6 +299,7 @@ def train(
     input_data: pd.DataFrame,
     *,
     dim: int,
+    recipe: str = HeadParams.recipe,
     hidden: int | None = None,
     epochs: int = HeadParams.epochs,
     lr: float = HeadParams.lr,
@@ -322,6 +323,7 @@ def train(
     _require_columns(input_data, TRAIN_INPUT, "labels")
     deploy = choice("deploy", deploy)  # before the work, not after it
     params = HeadParams(
+        recipe=recipe,
         hidden=hidden,
         epochs=epochs,
         lr=lr,
@@ -358,7 +360,10 @@ def train(
     blob = head.to_bytes()
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
+        "recipe": head.recipe_,
         "batch_size": head.batch_size_,
+        "epochs_run": len(head.loss_curve_),
+        "best_epoch": head.best_epoch_,
         "test_fraction": test_fraction,
         "dim": dim,
     }

@@ -20,6 +20,7 @@ import numpy as np
 from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, InvalidParameterError
 
 DEFAULT_MAX_LENGTH = 256
+DEFAULT_BATCH_TOKENS = 4096
 LONG_TEXT_MODES = ("window", "truncate")
 
 
@@ -63,13 +64,27 @@ class Tokenizer:
         from tokenizers import Tokenizer as RustTokenizer
 
         self._tokenizer = RustTokenizer.from_str(tokenizer_json)
+        # The saved padding names the family's pad id (BERT [PAD] = 0, RoBERTa/MPNet <pad> = 1,
+        # which is also their position padding index).
+        padding = self._tokenizer.padding
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self.max_length = max_length
         specials = self._tokenizer.encode("", add_special_tokens=True).ids
-        # BERT-style [CLS] text [SEP]; windows reuse the same frame.
+        # [CLS] text [SEP] (BERT) or <s> text </s> (RoBERTa, MPNet); windows reuse the frame.
         self._prefix, self._suffix = specials[:1], specials[1:]
-        self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        self._pad_id = (
+            padding["pad_id"]
+            if padding
+            else next(
+                (
+                    pad
+                    for pad in map(self._tokenizer.token_to_id, ("[PAD]", "<pad>"))
+                    if pad is not None
+                ),
+                0,
+            )
+        )
         self.body_length = max_length - len(self._prefix) - len(self._suffix)
 
     def encode(self, texts: Sequence[str], *, truncate: bool) -> list[list[int]]:
@@ -144,29 +159,35 @@ class OnnxEncoder:
         *,
         long_text: str = "window",
         batch_size: int = 32,
+        batch_tokens: int | None = DEFAULT_BATCH_TOKENS,
         on_batch: Callable[[int], None] | None = None,
     ) -> Encoded:
         """L2-normalised vectors, one row per text.
 
         ``long_text="window"`` embeds a text longer than ``max_length`` tokens as overlapping
         windows and averages their vectors weighted by tokens; ``"truncate"`` keeps the first
-        window. ``on_batch`` is called with the number of windows done after each batch.
+        window. Windows of all texts are sorted by length and batched together; a batch holds
+        at most ``batch_size`` windows and, unless ``batch_tokens`` is None, at most that many
+        padded tokens, so long windows go in smaller batches. ``on_batch`` is called with the
+        number of windows done after each batch.
         """
         if long_text not in LONG_TEXT_MODES:
             raise InvalidParameterError(
                 f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass 'window' or "
                 "'truncate'"
             )
-        if batch_size < 1:
-            raise InvalidParameterError(f"batch_size {batch_size} must be at least 1")
+        if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
+            raise InvalidParameterError(
+                f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
+            )
         per_text = self._tokenizer.windows(texts, truncate=long_text == "truncate")
         flat = [window for windows in per_text for window in windows]
         owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
         window_vectors = np.zeros((len(flat), self.dim), dtype=np.float32)
         # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
-        order = np.argsort([len(w) for w in flat], kind="stable")
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        lengths = np.array([len(w) for w in flat])
+        order = np.argsort(lengths, kind="stable")
+        for chunk in length_batches(order, lengths, batch_size, batch_tokens):
             ids, mask = self._tokenizer.pad([flat[i] for i in chunk])
             out = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
             if out.shape[1] != self.dim:
@@ -177,12 +198,28 @@ class OnnxEncoder:
             window_vectors[chunk] = out
             if on_batch is not None:
                 on_batch(len(chunk))
-        weights = np.array([len(w) for w in flat], dtype=np.float32)
+        weights = lengths.astype(np.float32)
         vectors = np.zeros((len(per_text), self.dim), dtype=np.float32)
         np.add.at(vectors, owner, window_vectors * weights[:, None])
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.maximum(norms, 1e-12)
         return Encoded(vectors=vectors, windows=np.array([len(w) for w in per_text]))
+
+
+def length_batches(
+    order: np.ndarray, lengths: np.ndarray, batch_size: int, batch_tokens: int | None
+) -> list[np.ndarray]:
+    """Consecutive runs of ``order`` (ascending length) within both limits, one row at least."""
+    batches, start = [], 0
+    while start < len(order):
+        end = min(start + batch_size, len(order))
+        if batch_tokens is not None:
+            # Sorted ascending, a batch's width is its last window's length.
+            while end - start > 1 and (end - start) * lengths[order[end - 1]] > batch_tokens:
+                end -= 1
+        batches.append(order[start:end])
+        start = end
+    return batches
 
 
 # ---------------------------------------------------------------------------------------------

@@ -304,6 +304,23 @@ class Store:
             row = c.execute(_encoder_select().where(s.encoders.c.encoder_id == encoder_id)).one()
         return Encoder(**row._mapping)
 
+    def encoder_listing(self) -> pd.DataFrame:
+        """Every registered encoder: name, dim, max length, quantisation, source, size."""
+        e = s.encoders.c
+        length = func.datalength if self.engine.dialect.name == "mssql" else func.length
+        query = select(
+            e.name,
+            e.dim,
+            e.max_length,
+            e.quantization,
+            e.source,
+            e.parity_cosine,
+            length(e.onnx).label("onnx_bytes"),
+        ).order_by(e.name)
+        with self.engine.connect() as c:
+            rows = c.execute(query).all()
+        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+
     def encoder_bytes(self, encoder_id: int) -> tuple[bytes, str]:
         with self.engine.connect() as c:
             row = c.execute(
