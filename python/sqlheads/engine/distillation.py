@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sqlheads.errors import InvalidParameterError
+from sqlheads.errors import check_ranges
 
 
 @dataclass
@@ -37,11 +37,7 @@ class DistillParams:
             (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1)"),
             (1 <= self.batch_size <= 65_536, "batch_size", "between 1 and 65536"),
         ]
-        for ok, name, allowed in checks:
-            if not ok:
-                raise InvalidParameterError(
-                    f"{name}={getattr(self, name)!r} is out of range: pass a value {allowed}"
-                )
+        check_ranges(self, checks)
         return self
 
 

@@ -108,13 +108,18 @@ class Tokenizer:
         return result
 
     def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(len(s) for s in sequences)
-        ids = np.full((len(sequences), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(sequences), width), dtype=np.int64)
-        for row, sequence in enumerate(sequences):
-            ids[row, : len(sequence)] = sequence
-            mask[row, : len(sequence)] = 1
-        return ids, mask
+        return pad_ids(sequences, self._pad_id)
+
+
+def pad_ids(sequences: Sequence[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token id lists as one padded ``input_ids`` matrix and its ``attention_mask``."""
+    width = max(len(s) for s in sequences)
+    ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, sequence in enumerate(sequences):
+        ids[row, : len(sequence)] = sequence
+        mask[row, : len(sequence)] = 1
+    return ids, mask
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from sqlheads.engine.distillation import DistillParams, fit_student
-from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
+from sqlheads.engine.heads import (
+    HeadClassifier,
+    HeadParams,
+    default_hidden,
+    head_network,
+    network_weights,
+)
 
 
 def distil_head(
@@ -33,12 +39,7 @@ def distil_head(
     X = np.asarray(X, dtype=np.float32)
     hidden = head.hidden or default_hidden(len(classes))
     torch.manual_seed(distill.seed)
-    net = torch.nn.Sequential(
-        torch.nn.Linear(X.shape[1], hidden),
-        torch.nn.ReLU(),
-        torch.nn.Dropout(head.dropout),
-        torch.nn.Linear(hidden, len(classes)),
-    )
+    net = head_network(X.shape[1], hidden, len(classes), head.dropout)
     features = torch.from_numpy(X)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny MLP: see HeadClassifier.fit
@@ -55,13 +56,7 @@ def distil_head(
     finally:
         torch.set_num_threads(threads)
     fitted = HeadClassifier(HeadParams(hidden=hidden, dropout=head.dropout, seed=distill.seed))
-    first, last = net[0], net[3]
-    fitted.weights_ = {
-        "w1": first.weight.detach().numpy().copy(),
-        "b1": first.bias.detach().numpy().copy(),
-        "w2": last.weight.detach().numpy().copy(),
-        "b2": last.bias.detach().numpy().copy(),
-    }
+    fitted.weights_ = network_weights(net)
     fitted.classes_ = [str(c) for c in classes]
     fitted.loss_curve_ = curve
     fitted.batch_size_ = distill.batch_size

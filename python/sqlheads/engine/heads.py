@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sqlheads.errors import DimensionMismatchError, InvalidParameterError, SingleClassError
+from sqlheads.errors import (
+    DimensionMismatchError,
+    InvalidParameterError,
+    SingleClassError,
+    check_ranges,
+)
 
 
 def default_hidden(n_classes: int) -> int:
@@ -100,12 +105,31 @@ class HeadParams:
             (0 <= self.validation_fraction < 0.5, "validation_fraction", "in [0, 0.5)"),
             (1 <= self.patience <= 1000, "patience", "between 1 and 1000"),
         ]
-        for ok, name, allowed in checks:
-            if not ok:
-                raise InvalidParameterError(
-                    f"{name}={getattr(self, name)!r} is out of range: pass a value {allowed}"
-                )
+        check_ranges(self, checks)
         return self
+
+
+def head_network(n_features: int, hidden: int, n_classes: int, dropout: float):
+    """Input -> Linear -> ReLU -> Dropout -> Linear: the network every head trains."""
+    import torch
+
+    return torch.nn.Sequential(
+        torch.nn.Linear(n_features, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(dropout),
+        torch.nn.Linear(hidden, n_classes),
+    )
+
+
+def network_weights(network) -> dict[str, np.ndarray]:
+    """A trained :func:`head_network`'s weights as the arrays a head scores with."""
+    first, last = network[0], network[3]
+    return {
+        "w1": first.weight.detach().numpy().copy(),
+        "b1": first.bias.detach().numpy().copy(),
+        "w2": last.weight.detach().numpy().copy(),
+        "b2": last.bias.detach().numpy().copy(),
+    }
 
 
 @dataclass
@@ -168,12 +192,7 @@ class HeadClassifier:
         hidden = p.hidden or default_hidden(len(classes))
         torch.manual_seed(p.seed)
         generator = torch.Generator().manual_seed(p.seed)
-        model = torch.nn.Sequential(
-            torch.nn.Linear(X.shape[1], hidden),
-            torch.nn.ReLU(),
-            torch.nn.Dropout(p.dropout),
-            torch.nn.Linear(hidden, len(classes)),
-        )
+        model = head_network(X.shape[1], hidden, len(classes), p.dropout)
         optimizer = torch.optim.Adam(
             model.parameters(), lr=p.lr, weight_decay=p.weight_decay, amsgrad=not fast
         )
@@ -225,13 +244,7 @@ class HeadClassifier:
                 break
         if best_state is not None:
             model.load_state_dict(best_state)
-        first, last = model[0], model[3]
-        self.weights_ = {
-            "w1": first.weight.detach().numpy().copy(),
-            "b1": first.bias.detach().numpy().copy(),
-            "w2": last.weight.detach().numpy().copy(),
-            "b2": last.bias.detach().numpy().copy(),
-        }
+        self.weights_ = network_weights(model)
         self.classes_ = classes
         return self
 

@@ -15,7 +15,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from sqlheads.engine.distillation import DistillParams, fit_student
-from sqlheads.errors import DimensionMismatchError, ExportParityError, InvalidParameterError
+from sqlheads.engine.encoder import pad_ids
+from sqlheads.errors import (
+    DimensionMismatchError,
+    ExportParityError,
+    InvalidParameterError,
+    check_ranges,
+)
 
 KIND = "word_student"
 PARITY_ROWS = 64  # training texts whose ONNX and PyTorch probabilities must agree
@@ -46,11 +52,7 @@ class WordStudentParams:
             (8 <= self.max_tokens <= 8192, "max_tokens", "between 8 and 8192"),
             (self.init in INITS, "init", f"one of {INITS}"),
         ]
-        for ok, name, allowed in checks:
-            if not ok:
-                raise InvalidParameterError(
-                    f"{name}={getattr(self, name)!r} is out of range: pass a value {allowed}"
-                )
+        check_ranges(self, checks)
         return self
 
 
@@ -71,13 +73,7 @@ class TextTokens:
         return [e.ids or [self.pad_id] for e in encoded]
 
     def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(len(s) for s in sequences)
-        ids = np.full((len(sequences), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(sequences), width), dtype=np.int64)
-        for row, sequence in enumerate(sequences):
-            ids[row, : len(sequence)] = sequence
-            mask[row, : len(sequence)] = 1
-        return ids, mask
+        return pad_ids(sequences, self.pad_id)
 
 
 def encoder_token_embeddings(onnx_bytes: bytes, vocab_size: int) -> np.ndarray | None:
