@@ -49,7 +49,6 @@ from sqlheads.store.soft_labels import (
     read_soft_labels,
     store_soft_labels,
 )
-from sqlheads.store.vectors import unpack_rows
 
 DEFAULT_ENCODER = procedures.DEFAULT_ENCODER  # decided once, in procedures (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
@@ -460,8 +459,9 @@ def distill(
     if soft_labels is not None:
         suffix = procedures.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
-        _refuse_foreign_teacher(store, find_teacher(store, name), embedding_set)
+        _refuse_foreign_teacher(find_teacher(store, name), embedding_set)
         soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
+        found = None
     elif teacher is not None:
         found = find_teacher(store, teacher)
         if found is None:
@@ -469,7 +469,7 @@ def distill(
                 f"teacher {teacher!r} has no stored soft labels: store them with "
                 "`sqlheads distill ... --soft-labels QUERY --teacher NAME`"
             )
-        _refuse_foreign_teacher(store, found, embedding_set)
+        _refuse_foreign_teacher(found, embedding_set)
         name, soft, teacher_classes = (
             found.name,
             read_soft_labels(store, found.teacher_id),
@@ -519,17 +519,15 @@ def distill(
         **arguments,
         **distill_params,
     ).iloc[0]
-    if soft_labels is not None:
-        stored = store_soft_labels(
-            store,
-            name,
-            embedding_set.set_id,
-            teacher_classes,
-            soft["item_key"].tolist(),
-            unpack_rows(soft["logits"].tolist(), len(teacher_classes)),
-        )
-    else:
-        stored = find_teacher(store, name)
+    stored = found or store_soft_labels(
+        store,
+        name,
+        embedding_set.set_id,
+        teacher_classes,
+        soft["item_key"].tolist(),
+        soft["logits"].tolist(),
+    )
+    teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     summary = _record_version(
         store,
         head,
@@ -540,10 +538,9 @@ def distill(
         deployed,
         {
             "teacher_id": stored.teacher_id,
-            "teacher_accuracy": _none_if_nan(result["teacher_accuracy"]),
+            "teacher_accuracy": teacher_accuracy,
         },
     )
-    teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     return summary | {
         "teacher": name,
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
@@ -556,9 +553,7 @@ def _none_if_nan(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _refuse_foreign_teacher(
-    store: Store, found: Teacher | None, embedding_set: EmbeddingSet
-) -> None:
+def _refuse_foreign_teacher(found: Teacher | None, embedding_set: EmbeddingSet) -> None:
     if found is not None and found.set_id != embedding_set.set_id:
         raise ForeignSoftLabelsError(
             f"teacher {found.name!r} holds soft labels of another set, not of "
@@ -647,7 +642,9 @@ def predict(
         "kind": kind.name,
         "set": set_name,
         "rows": rows,
-        "keys_without_embedding" if kind.reads == "vector" else "keys_without_text": missing,
+        # Both counts, as heads.predict returns them: one is always 0.
+        "keys_without_embedding": missing if kind.reads == "vector" else 0,
+        "keys_without_text": missing if kind.reads == "text" else 0,
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds, 1) if seconds else None,
     }

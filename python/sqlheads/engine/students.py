@@ -146,23 +146,21 @@ def _network(vocab_size: int, n_classes: int, pad_id: int, p: WordStudentParams)
     return WordStudentNet()
 
 
-class _Probabilities:
-    """Wraps a logits network so that the exported graph returns probabilities."""
+def _with_softmax(net):
+    """``net`` returning probabilities instead of logits, for the exported graph."""
+    import torch
 
-    def __new__(cls, net):
-        import torch
+    class Softmaxed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
 
-        class Softmaxed(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.net = net
+        def forward(self, input_ids, attention_mask):
+            return torch.softmax(self.net(input_ids, attention_mask), dim=1)
 
-            def forward(self, input_ids, attention_mask):
-                return torch.softmax(self.net(input_ids, attention_mask), dim=1)
-
-        # eval(): the exporter traces the module in its current mode, and a module in training
-        # mode would export live dropout (the parity check caught exactly that).
-        return Softmaxed().eval()
+    # eval(): the exporter traces the module in its current mode, and a module in training
+    # mode would export live dropout (the parity check caught exactly that).
+    return Softmaxed().eval()
 
 
 @dataclass
@@ -267,7 +265,7 @@ class WordStudent:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.onnx.export(
-                _Probabilities(net),
+                _with_softmax(net),
                 (torch.from_numpy(sample_ids), torch.from_numpy(sample_mask)),
                 buffer,
                 input_names=["input_ids", "attention_mask"],

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 from sqlalchemy import delete, insert, select, update
 
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store, validate_name
-from sqlheads.store.vectors import pack_rows
 
 
 @dataclass(frozen=True)
@@ -40,9 +38,11 @@ def find_teacher(store: Store, name: str) -> Teacher | None:
 
 
 def store_soft_labels(
-    store: Store, name: str, set_id: int, classes: list[str], keys: list[str], logits: np.ndarray
+    store: Store, name: str, set_id: int, classes: list[str], keys: list[str], logits: list[bytes]
 ) -> Teacher:
-    """Create teacher ``name`` or replace all of its soft labels, in one transaction."""
+    """Create teacher ``name`` or replace all of its soft labels (``logits``: float32 bytes, one
+    per class in ``classes`` order, as :func:`sqlheads.store.vectors.pack_rows` makes them), in
+    one transaction."""
     t = s.teachers.c
     with store.engine.begin() as c:
         teacher_id = c.execute(select(t.teacher_id).where(t.name == name)).scalar_one_or_none()
@@ -64,7 +64,7 @@ def store_soft_labels(
                 insert(s.soft_labels),
                 [
                     {"teacher_id": teacher_id, "item_key": key, "logits": blob}
-                    for key, blob in zip(keys, pack_rows(logits), strict=True)
+                    for key, blob in zip(keys, logits, strict=True)
                 ],
             )
     return Teacher(int(teacher_id), name, set_id, list(classes))
