@@ -127,7 +127,7 @@ def downgrade() -> None:
         sqlheads_sql.run(sqlheads_sql.downgrade_batches(revision, SETTINGS))
     models = sa.table("models", sa.column("kind", sa.String(32)), schema=SCHEMA)
     op.execute(models.update().where(models.c.kind == "head").values(kind="mlp_head"))
-    with op.batch_alter_table("embedding_sets", schema=SCHEMA) as batch:
+    with _rebuilding_views(), op.batch_alter_table("embedding_sets", schema=SCHEMA) as batch:
         batch.drop_column("source_query")
     with _rebuilding_views(), op.batch_alter_table("models", schema=SCHEMA) as batch:
         batch.drop_constraint(op.f("fk_models_teacher_id_teachers"), type_="foreignkey")

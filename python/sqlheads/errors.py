@@ -180,6 +180,37 @@ class UnsupportedEncoderError(SqlheadsError):
     number = 50043
 
 
+class JobStateError(SqlheadsError):
+    """A job that cannot do what was asked in its state (cancel a finished job, claim a
+    cancelled one)."""
+
+    number = 50050
+
+
+class JobFailedError(SqlheadsError):
+    """A sidecar job that failed on its last allowed attempt; the job row keeps the error."""
+
+    number = 50051
+
+
+class JobCancelledError(SqlheadsError):
+    """A running job whose cancel was requested: the sidecar stops it at the next heartbeat."""
+
+    number = 50052
+
+
+class DeviceUnavailableError(SqlheadsError):
+    """A device (``cuda``, ``cuda:1``) asked for that this machine does not have."""
+
+    number = 50055
+
+
+class UnsupportedTeacherError(SqlheadsError):
+    """A teacher directory that is not a supported transformer encoder family."""
+
+    number = 50056
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -217,4 +248,9 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderNotInstalledError,
     EncoderArchiveError,
     UnsupportedEncoderError,
+    JobStateError,
+    JobFailedError,
+    JobCancelledError,
+    DeviceUnavailableError,
+    UnsupportedTeacherError,
 )

@@ -27,6 +27,7 @@ from sqlalchemy import (
     case,
     func,
     select,
+    text,
 )
 
 # SQL Server schema that holds every sqlheads object; SQLite has no schemas.
@@ -123,6 +124,10 @@ teachers = Table(
     Column("set_id", Integer, ForeignKey("embedding_sets.set_id"), nullable=False),
     Column("classes_json", UnicodeText, nullable=False),
     _created_at(),
+    # The fine-tuned model (kind ``teacher``) whose predictions these soft labels are; NULL for
+    # soft labels a caller's query supplied. A plain column, not a foreign key: ``models`` names
+    # ``teachers`` already, and a cycle would stop either table being dropped (migration 0005).
+    Column("model_id", Integer, nullable=True),
     UniqueConstraint("name"),
 )
 
@@ -212,6 +217,51 @@ model_figures = Table(
     Column("x", Unicode(400), nullable=False),
     Column("value", Float, nullable=False),
     Index(None, "model_id", "figure"),
+)
+
+
+# Work for the sidecar (teacher fine-tuning, GPU embedding): requested by analysts, claimed by
+# sidecars. The table is ``job_queue``; ``jobs`` is the view analysts read (SSMS, BI tools).
+JOB_KINDS = ("teacher", "embed")
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
+
+job_queue = Table(
+    "job_queue",
+    metadata,
+    Column("job_id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),
+    Column("state", String(16), nullable=False, server_default="queued"),
+    Column("head", Unicode(NAME_LENGTH), nullable=True),  # teacher jobs: the head it trains
+    Column("set_name", Unicode(NAME_LENGTH), nullable=False),
+    # Everything the job needs, the caller's queries included: the sidecar reads text and
+    # labels through them, never through a query of its own making.
+    Column("parameters_json", UnicodeText, nullable=False),
+    # A big embed request is split into parts by key range, so that N sidecars share a table;
+    # parts of one request share group_id (the first part's job_id).
+    Column("group_id", Integer, nullable=True),
+    Column("part", Integer, nullable=False, server_default=text("1")),
+    Column("parts", Integer, nullable=False, server_default=text("1")),
+    Column("key_from", Unicode(KEY_LENGTH), nullable=True),  # inclusive; NULL: from the first
+    Column("key_to", Unicode(KEY_LENGTH), nullable=True),  # exclusive; NULL: to the last
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False, server_default=text("3")),
+    Column("claimed_by", Unicode(200), nullable=True),  # host:pid of the sidecar
+    Column("heartbeat_at", DateTime(timezone=False), nullable=True),
+    Column("cancel_requested", Integer, nullable=False, server_default=text("0")),
+    Column("stage", Unicode(200), nullable=True),
+    Column("progress_done", Integer, nullable=True),
+    Column("progress_total", Integer, nullable=True),
+    Column("result_json", UnicodeText, nullable=True),
+    Column("error_number", Integer, nullable=True),
+    Column("error", UnicodeText, nullable=True),
+    Column("requested_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
+    Column("started_at", DateTime(timezone=False), nullable=True),
+    Column("finished_at", DateTime(timezone=False), nullable=True),
+    CheckConstraint(f"kind IN {JOB_KINDS}", name="job_kind"),
+    CheckConstraint(f"state IN {JOB_STATES}", name="job_state"),
+    CheckConstraint("cancel_requested IN (0, 1)", name="cancel_flag"),
+    # Claims scan queued and running jobs in job order.
+    Index(None, "state", "job_id"),
 )
 
 
