@@ -97,11 +97,11 @@ SETTINGS: dict[str, Setting] = {
     # sidecar killed, a machine gone) is claimable again; a job fails for good after
     # max_attempts claims. An idle sidecar polls every poll_seconds.
     "jobs.heartbeat_seconds": Setting(10, minimum=1, maximum=3600),
-    "jobs.stale_after_seconds": Setting(120, minimum=2, maximum=86_400),
+    "jobs.stale_after_seconds": Setting(120, minimum=1, maximum=86_400),
     "jobs.max_attempts": Setting(3, minimum=1, maximum=100),
     "jobs.poll_seconds": Setting(5, minimum=1, maximum=3600),
     # An embed request is split into this many parts by key range (one per sidecar).
-    "embed.parts": Setting(1, minimum=1, maximum=256),
+    "embed.parts": Setting(1, minimum=1, maximum=64),
     # Who embeds in an embed job: auto = PyTorch on a GPU, the set's ONNX graph on a CPU.
     "embed.engine": Setting(EMBED_ENGINES[0], choices=EMBED_ENGINES),
 }

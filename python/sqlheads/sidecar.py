@@ -37,9 +37,12 @@ RECORD_EVERY_SECONDS = 1.0
 
 
 def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
-    from sqlheads.teacher_job import run_teacher  # the teacher helper's; needs transformers
+    # The teacher helper's module; needs transformers. A request made in T-SQL stores only the
+    # parameters the analyst gave: the teacher job's own defaults complete them here.
+    from sqlheads.teacher_job import run_teacher, validate_teacher_request
 
-    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **job.parameters)
+    parameters = validate_teacher_request(dict(job.parameters))
+    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **parameters)
 
 
 def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
