@@ -237,3 +237,19 @@ def test_cli_request_list_cancel(reviews: Store) -> None:
     assert cli("jobs", "--state", "nowhere", code=2)["number"] == 50053
     refused = cli("request-embed", "--set", "r", "--source", SOURCE, "--parts", "0", code=2)
     assert refused["number"] == 50012 and "embed.parts" in refused["error"]
+
+
+def test_request_teacher_refuses_a_missing_set_or_text(reviews: Store) -> None:
+    """Refused before anything is queued (the teacher job's own checks come after these)."""
+    from sqlheads.errors import MissingTextError, NotFoundError
+    from sqlheads.job_requests import request_teacher
+
+    labels = "SELECT item_key, 'x' AS label FROM reviews"
+    with pytest.raises(NotFoundError) as missing:
+        request_teacher(reviews, head="h", set_name="nowhere", labels=labels)
+    assert missing.value.number == 50001
+    reviews.add_set("textless", host.resolve_encoder(reviews, None).encoder_id, "window")
+    with pytest.raises(MissingTextError) as textless:
+        request_teacher(reviews, head="h", set_name="textless", labels=labels)
+    assert textless.value.number == 50024
+    assert JobQueue(reviews).listing().empty

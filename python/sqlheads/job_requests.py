@@ -81,8 +81,6 @@ def request_teacher(
 ) -> dict[str, Any]:
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
     students): the parameters checked and completed by the teacher job itself."""
-    from sqlheads.teacher_job import validate_teacher_request  # the teacher helper's
-
     validate_name("head", head)
     embedding_set = store.require_set(set_name)
     source = source or embedding_set.source_query
@@ -91,6 +89,8 @@ def request_teacher(
             f"set {set_name!r} has no source query to read text through: pass --source "
             '"SELECT ... AS item_key, ... AS text FROM ..."'
         )
+    from sqlheads.teacher_job import validate_teacher_request  # the teacher helper's
+
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})
     (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head)

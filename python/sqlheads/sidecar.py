@@ -38,11 +38,11 @@ RECORD_EVERY_SECONDS = 1.0
 
 def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
     # The teacher helper's module; needs transformers. A request made in T-SQL stores only the
-    # parameters the analyst gave: the teacher job's own defaults complete them here.
-    from sqlheads.teacher_job import run_teacher, validate_teacher_request
+    # parameters the analyst gave: run_teacher completes them with its defaults
+    # (validate_teacher_request), as a request made in Python did before enqueueing.
+    from sqlheads.teacher_job import run_teacher
 
-    parameters = validate_teacher_request(dict(job.parameters))
-    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **parameters)
+    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **job.parameters)
 
 
 def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
