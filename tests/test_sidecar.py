@@ -253,3 +253,45 @@ def test_request_teacher_refuses_a_missing_set_or_text(reviews: Store) -> None:
         request_teacher(reviews, head="h", set_name="textless", labels=labels)
     assert textless.value.number == 50024
     assert JobQueue(reviews).listing().empty
+
+
+def test_a_stopped_sidecar_gives_its_job_back_at_once(store: Store, rt_sample) -> None:
+    """SIGTERM (docker stop) mid-job: the job is queued again now, not after the stale limit,
+    and the sidecar exits cleanly saying so; the next sidecar finishes it."""
+    rt_sample[["item_key", "text"]].to_sql("reviews", store.engine, index=False)
+    (job_id,) = request_embed(
+        store, set_name="reviews", source=SOURCE, engine="onnx", batch_rows=10
+    )["job_ids"]
+    url = store.engine.url.render_as_string(hide_password=False)
+    stopped = _cli(url, "sidecar", "--once", "--device", "cpu")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and JobQueue(store).get(job_id).state != "running":
+        time.sleep(0.05)
+    stopped.send_signal(signal.SIGTERM)
+    out, err = stopped.communicate(timeout=120)
+    assert stopped.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["stopped"] == "signal 15"
+    assert summary["jobs"] == [{"job_id": job_id, "kind": "embed", "part": 1, "state": "released"}]
+    released = JobQueue(store).get(job_id)
+    assert (released.state, released.claimed_by, released.attempts) == ("queued", None, 1)
+    ran = _sidecar(store)  # no waiting for a stale limit
+    assert [(j["job_id"], j["state"]) for j in ran["jobs"]] == [(job_id, "done")]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(reviews: Store, terminal) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx", batch_rows=20)
+    output = StringIO()
+    console = Console(file=output, force_terminal=terminal, width=100)
+    Sidecar(reviews, SidecarOptions(device="cpu", once=True), console=console).run()
+    shown = output.getvalue()
+    assert "job 1 embed reviews: done" in shown
+    assert ("━" in shown) is terminal  # Rich's bar
+    assert ("job 1 embed reviews: embedding reviews" in shown) is not terminal
+    row = JobQueue(reviews).listing().iloc[0]
+    assert (row.progress_done, row.progress_total) == (63, 63)  # the last report recorded

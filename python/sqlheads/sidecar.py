@@ -10,10 +10,12 @@ again while it has attempts left); a killed sidecar's job goes stale and is take
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,6 +86,7 @@ class RecordedProgress:
     ) -> None:
         self.queue, self.job, self.worker, self.stop, self.bar = queue, job, worker, stop, bar
         self.stage: str | None = None
+        self.last: tuple[int, int | None] | None = None  # (done, total) last reported
         self._recorded = 0.0
         self.reason = "its cancel was requested"
 
@@ -96,6 +99,7 @@ class RecordedProgress:
 
     def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
         self.check()
+        self.last = (int(done), None if total is None else int(total))
         changed = stage is not None and stage != self.stage
         if changed:
             self.stage = stage
@@ -178,6 +182,28 @@ class _Bar:
         self.progress.stop()
 
 
+class SidecarStopped(BaseException):
+    """SIGTERM (``docker stop``) while a job runs: a BaseException, as KeyboardInterrupt, so
+    that no ``except Exception`` of a work function swallows it."""
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """SIGTERM raises :class:`SidecarStopped` in the main thread while the sidecar runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SidecarStopped(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class Sidecar:
     """Claims and runs jobs from one store's queue."""
 
@@ -204,15 +230,24 @@ class Sidecar:
         """Claim and run jobs until ``max_jobs`` ran, or (``once``) nothing is claimable;
         a summary of what ran."""
         ran: list[dict[str, Any]] = []
-        while self.options.max_jobs is None or len(ran) < self.options.max_jobs:
-            job = self.queue.claim(self.options.worker, self.options.kinds or None)
-            if job is None:
-                if self.options.once:
-                    break
-                time.sleep(self.poll_seconds)
-                continue
-            ran.append(self.run_job(job))
-        return {"worker": self.options.worker, "device": str(self.device), "jobs": ran}
+        summary: dict[str, Any] = {"worker": self.options.worker, "device": str(self.device)}
+        current: dict[str, Any] | None = None  # the job in hand, if a stop comes
+        try:
+            with _stopping_on_sigterm():
+                while self.options.max_jobs is None or len(ran) < self.options.max_jobs:
+                    job = self.queue.claim(self.options.worker, self.options.kinds or None)
+                    if job is None:
+                        if self.options.once:
+                            break
+                        time.sleep(self.poll_seconds)
+                        continue
+                    current = {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+                    ran.append(self.run_job(job))
+        except (KeyboardInterrupt, SidecarStopped) as stop:
+            if current is not None and (not ran or ran[-1]["job_id"] != current["job_id"]):
+                ran.append(current | {"state": "released"})
+            summary["stopped"] = str(stop) or "interrupted"
+        return summary | {"jobs": ran}
 
     def run_job(self, job: Job) -> dict[str, Any]:
         """Run one claimed job to its end: done, failed (or queued again), or cancelled."""
@@ -235,6 +270,12 @@ class Sidecar:
             )
         except JobCancelledError as error:
             outcome |= self._stopped(job, progress, error)
+        except (KeyboardInterrupt, SidecarStopped):
+            # Told to stop (docker stop, Ctrl-C): the job goes back to the queue now, for
+            # another sidecar, instead of after the stale limit; then this sidecar exits.
+            with contextlib.suppress(JobClaimLostError):
+                self.queue.release(job.job_id, self.options.worker)
+            raise
         except Exception as error:  # every failure is recorded in the job row
             log.warning("job %s failed: %s", job.job_id, error)
             try:
@@ -245,7 +286,7 @@ class Sidecar:
             outcome["error_number"] = getattr(error, "number", None)
         else:
             try:
-                self.queue.finish(job.job_id, self.options.worker, result)
+                self.queue.finish(job.job_id, self.options.worker, result, progress.last)
                 outcome["state"] = "done"
             except JobClaimLostError:
                 outcome["state"] = "lost"

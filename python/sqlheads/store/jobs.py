@@ -274,19 +274,24 @@ class JobQueue:
                 c.execute(select(q.cancel_requested).where(q.job_id == job_id)).scalar_one()
             )
 
-    def finish(self, job_id: int, worker: str, result: dict[str, Any]) -> None:
+    def finish(
+        self,
+        job_id: int,
+        worker: str,
+        result: dict[str, Any],
+        progress: tuple[int, int | None] | None = None,
+    ) -> None:
+        """Done, with its result and its last progress (which the throttle may have held)."""
+        values: dict[str, Any] = {
+            "state": "done",
+            "result_json": json.dumps(result, default=str),
+            "finished_at": func.now(),
+            "stage": "done",
+        }
+        if progress is not None:
+            values |= {"progress_done": progress[0], "progress_total": progress[1]}
         with self.store.engine.begin() as c:
-            self._held(
-                c,
-                job_id,
-                worker,
-                {
-                    "state": "done",
-                    "result_json": json.dumps(result, default=str),
-                    "finished_at": func.now(),
-                    "stage": "done",
-                },
-            )
+            self._held(c, job_id, worker, values)
 
     def fail(self, job_id: int, worker: str, error: BaseException) -> str:
         """Record the error; back to queued while attempts remain, else failed. The state."""
@@ -307,6 +312,17 @@ class JobQueue:
                 values["finished_at"] = func.now()
             self._held(c, job_id, worker, values)
         return str(values["state"])
+
+    def release(self, job_id: int, worker: str) -> None:
+        """Give a running job back to the queue at once (a sidecar told to stop: SIGTERM,
+        Ctrl-C), rather than leave it to go stale; the attempt it used still counts."""
+        with self.store.engine.begin() as c:
+            self._held(
+                c,
+                job_id,
+                worker,
+                {"state": "queued", "claimed_by": None, "heartbeat_at": None, "stage": "released"},
+            )
 
     def mark_cancelled(self, job_id: int, worker: str) -> None:
         """The sidecar stopped a job whose cancel was requested."""
