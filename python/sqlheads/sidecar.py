@@ -183,25 +183,46 @@ class _Bar:
 
 
 class SidecarStopped(BaseException):
-    """SIGTERM (``docker stop``) while a job runs: a BaseException, as KeyboardInterrupt, so
-    that no ``except Exception`` of a work function swallows it."""
+    """SIGTERM (``docker stop``) or Ctrl-C while a job runs: a BaseException, as
+    KeyboardInterrupt, so that no ``except Exception`` of a work function swallows it."""
 
 
-@contextlib.contextmanager
-def _stopping_on_sigterm() -> Iterator[None]:
-    """SIGTERM raises :class:`SidecarStopped` in the main thread while the sidecar runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _StopSignals:
+    """SIGTERM and SIGINT while the sidecar runs: noted always, raised as
+    :class:`SidecarStopped` only inside a job's work (``interruptible``), so that a stop
+    between a claim and its work cannot strand a claimed job; elsewhere the loop sees it."""
 
-    def stop(signum: int, frame: Any) -> None:
-        raise SidecarStopped(f"signal {signum}")
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self.interruptible = False
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.requested = f"signal {signum}"
+        if self.interruptible:
+            raise SidecarStopped(self.requested)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only
+            return
+        previous = {s: signal.signal(s, self) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    @contextlib.contextmanager
+    def work(self) -> Iterator[None]:
+        """Around a job's work function: a stop raises there (the job is given back)."""
+        self.interruptible = True
+        try:
+            if self.requested:
+                raise SidecarStopped(self.requested)
+            yield
+        finally:
+            self.interruptible = False
 
 
 class Sidecar:
@@ -225,29 +246,39 @@ class Sidecar:
         )
         self.console = console or Console(stderr=True)
         self.work_root = self.options.work_root or cache_dir() / "jobs"
+        self.signals = _StopSignals()
 
     def run(self) -> dict[str, Any]:
         """Claim and run jobs until ``max_jobs`` ran, or (``once``) nothing is claimable;
         a summary of what ran."""
         ran: list[dict[str, Any]] = []
         summary: dict[str, Any] = {"worker": self.options.worker, "device": str(self.device)}
-        current: dict[str, Any] | None = None  # the job in hand, if a stop comes
-        try:
-            with _stopping_on_sigterm():
-                while self.options.max_jobs is None or len(ran) < self.options.max_jobs:
-                    job = self.queue.claim(self.options.worker, self.options.kinds or None)
-                    if job is None:
-                        if self.options.once:
-                            break
-                        time.sleep(self.poll_seconds)
-                        continue
-                    current = {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+        with self.signals.installed():
+            while self.options.max_jobs is None or len(ran) < self.options.max_jobs:
+                if self.signals.requested:
+                    break
+                job = self.queue.claim(self.options.worker, self.options.kinds or None)
+                if job is None:
+                    if self.options.once:
+                        break
+                    self._idle()
+                    continue
+                try:
                     ran.append(self.run_job(job))
-        except (KeyboardInterrupt, SidecarStopped) as stop:
-            if current is not None and (not ran or ran[-1]["job_id"] != current["job_id"]):
-                ran.append(current | {"state": "released"})
-            summary["stopped"] = str(stop) or "interrupted"
+                except SidecarStopped:
+                    ran.append(
+                        {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+                        | {"state": "released"}
+                    )
+        if self.signals.requested:
+            summary["stopped"] = self.signals.requested
         return summary | {"jobs": ran}
+
+    def _idle(self) -> None:
+        """Wait ``poll_seconds`` before the next claim; a stop ends the wait early."""
+        until = time.monotonic() + self.poll_seconds
+        while not self.signals.requested and time.monotonic() < until:
+            time.sleep(min(0.5, max(until - time.monotonic(), 0)))
 
     def run_job(self, job: Job) -> dict[str, Any]:
         """Run one claimed job to its end: done, failed (or queued again), or cancelled."""
@@ -265,12 +296,13 @@ class Sidecar:
         outcome: dict[str, Any] = {"job_id": job.job_id, "kind": job.kind, "part": job.part}
         beat.start()
         try:
-            result = WORK[job.kind](
-                self.store, job, device=self.device, work_dir=work_dir, progress=progress
-            )
+            with self.signals.work():
+                result = WORK[job.kind](
+                    self.store, job, device=self.device, work_dir=work_dir, progress=progress
+                )
         except JobCancelledError as error:
             outcome |= self._stopped(job, progress, error)
-        except (KeyboardInterrupt, SidecarStopped):
+        except SidecarStopped:
             # Told to stop (docker stop, Ctrl-C): the job goes back to the queue now, for
             # another sidecar, instead of after the stale limit; then this sidecar exits.
             with contextlib.suppress(JobClaimLostError):
