@@ -15,13 +15,14 @@ it, and a part that loses that race uses the set the winner created.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlheads import host, procedures
 from sqlheads.store.jobs import in_range
 from sqlheads.store.repository import Store
 
-JobProgress = Any  # Callable[[int, int | None, str | None], None] (contract 2; sidecar.py)
+if TYPE_CHECKING:
+    from sqlheads.sidecar import JobProgress  # contract 2
 
 
 def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: str, device: Any):
