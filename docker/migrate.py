@@ -1,7 +1,9 @@
 """One-shot set-up of a fresh SQL Server for sqlheads (the compose stack's ``migrate`` service).
 
 1. creates the database if it is missing; 2. runs sql/setup.sql (external scripts enabled);
-3. runs the migrations (tables, views, procedures, roles); 4. registers the default encoder.
+3. runs the migrations (tables, views, procedures, roles); 4. registers the default encoder;
+5. when ``SIDECAR_PASSWORD`` is set, creates the GPU sidecar's login ``heads_sidecar_login``
+(or sets its password), its user in the database, and puts it in the role ``heads_sidecar``.
 Every step is harmless to repeat. URLs: ``SQLHEADS_MSSQL_MASTER_URL`` (the master database,
 as a sysadmin) and ``SQLHEADS_MSSQL_URL`` (the sqlheads database).
 """
@@ -11,10 +13,49 @@ from __future__ import annotations
 import os
 
 import sqlheads_sql
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from sqlheads import host
 from sqlheads.store.repository import Store
+
+SIDECAR_LOGIN = "heads_sidecar_login"
+
+# The login and password are bound (@login, @password); SQL Server quotes them into the
+# statement itself (CREATE LOGIN takes no parameter for a password).
+CREATE_SIDECAR_LOGIN = """
+DECLARE @login sysname = :login;
+DECLARE @password nvarchar(max) = :password;
+DECLARE @quote nchar(1) = NCHAR(39);
+DECLARE @statement nvarchar(max) = CONCAT(
+    IIF(SUSER_ID(@login) IS NULL, N'CREATE LOGIN ', N'ALTER LOGIN '), QUOTENAME(@login),
+    N' WITH PASSWORD = N', @quote, REPLACE(@password, @quote, @quote + @quote), @quote
+);
+EXEC sys.sp_executesql @statement;
+"""
+CREATE_SIDECAR_USER = """
+DECLARE @login sysname = :login;
+DECLARE @statement nvarchar(max);
+IF DATABASE_PRINCIPAL_ID(@login) IS NULL
+BEGIN
+    SET @statement = CONCAT(N'CREATE USER ', QUOTENAME(@login), N' FOR LOGIN ', QUOTENAME(@login));
+    EXEC sys.sp_executesql @statement;
+END;
+IF IS_ROLEMEMBER(N'heads_sidecar', @login) = 0
+BEGIN
+    SET @statement = CONCAT(N'ALTER ROLE heads_sidecar ADD MEMBER ', QUOTENAME(@login));
+    EXEC sys.sp_executesql @statement;
+END;
+"""
+
+
+def create_sidecar_login(master: Engine, store: Store, password: str) -> None:
+    """The sidecar's own least-privileged login (role heads_sidecar, sql/0005/roles/)."""
+    with master.connect() as connection:
+        connection.execute(
+            text(CREATE_SIDECAR_LOGIN), {"login": SIDECAR_LOGIN, "password": password}
+        )
+    with store.engine.begin() as connection:
+        connection.execute(text(CREATE_SIDECAR_USER), {"login": SIDECAR_LOGIN})
 
 
 def main() -> None:
@@ -33,6 +74,10 @@ def main() -> None:
     print(host.init(store))
     encoder = host.register_encoder(store)
     print(f"default encoder {encoder.name} ({encoder.sha256[:12]}) registered")
+    password = os.environ.get("SIDECAR_PASSWORD")
+    if password:
+        create_sidecar_login(master, store, password)
+        print(f"sidecar login {SIDECAR_LOGIN} in role heads_sidecar")
 
 
 if __name__ == "__main__":

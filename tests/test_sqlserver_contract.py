@@ -26,7 +26,19 @@ PUBLIC = sorted(
     (p for p in sqlheads_sql.object_files() if p.parent.name == "procedures"), key=lambda p: p.stem
 )
 README = (ROOT / "README.md").read_text()
-BLOCK = README[README.index("<!-- sqlserver:begin -->") : README.index("<!-- sqlserver:end -->")]
+
+
+def _block(text: str) -> str:
+    return text[text.index("<!-- sqlserver:begin -->") : text.index("<!-- sqlserver:end -->")]
+
+
+# The README's SQL Server reference, and the sections helpers wrote for it in docs/ that the
+# README has not folded in yet (docs/sidecar-*.md); once folded, their block is the README's.
+BLOCK = _block(README) + "".join(
+    _block(text)
+    for path in sorted((ROOT / "docs").glob("sidecar-*.md"))
+    if "<!-- sqlserver:begin -->" in (text := path.read_text()) and _block(text) not in README
+)
 
 
 def readme_reference() -> dict[str, list[tuple[str, str, str | None]]]:
@@ -91,6 +103,26 @@ def test_python_decides_every_default() -> None:
         "deploy": {"lock_timeout_ms"},
         "roll_back": {"lock_timeout_ms"},
         "drop_head": {"lock_timeout_ms"},
+        "request_embed": {"encoder", "long_text", "parts", "engine"},
+        "request_teacher": {
+            "source",
+            "model",
+            "students",
+            "student_model",
+            "deploy",
+            "epochs",
+            "batch_size",
+            "lr",
+            "max_length",
+            "warmup_ratio",
+            "grad_accumulation",
+            "patience",
+            "compile",
+            "precision",
+            "seed",
+            "max_steps",
+        },
+        "cancel_job": set(),
     }
     for path in PUBLIC:
         defaults = {p.name: p.default for p in procedure_parameters(path)}

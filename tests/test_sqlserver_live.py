@@ -378,3 +378,57 @@ def test_drop_head_waits_for_predict_instead_of_failing_it(admin, people) -> Non
     thread.join(timeout=600)
     # predict either finished before the drop or found the head gone (50001): never 547.
     assert all(error_number(e) == 50001 for e in errors), errors
+
+
+def test_sidecar_jobs_requested_in_tsql_run_as_the_sidecar_login(admin, people) -> None:
+    """heads.request_embed as an analyst (two parts), `sqlheads sidecar --once` as a login that
+    is only in heads_sidecar, heads.jobs as the analyst reads it, heads.cancel_job's refusal."""
+    from sqlalchemy.engine import make_url
+
+    from sqlheads.sidecar import Sidecar, SidecarOptions
+    from sqlheads.store.repository import Store
+
+    s = admin.suffix
+    set_name, login = f"rj_{s}", f"live_sidecar_{s}"
+    password = f"Live-{uuid.uuid4().hex}-1a!"
+    run(
+        admin,
+        f"CREATE LOGIN {login} WITH PASSWORD = '{password}', CHECK_POLICY = OFF; "
+        f"CREATE USER {login} FOR LOGIN {login}; ALTER ROLE heads_sidecar ADD MEMBER {login}; "
+        f"GRANT SELECT ON {people['table']} TO {login};",
+    )
+    sidecar = Store.from_url(
+        make_url(URL).set(username=login, password=password).render_as_string(False)
+    )
+    try:
+        requested = run(
+            people["analyst"],
+            "EXEC heads.request_embed @set = ?, @source = ?, @parts = 2, @engine = 'onnx'",
+            set_name,
+            f"SELECT review_id AS item_key, body AS text FROM {people['table']}",
+        )[0]
+        assert requested["parts"] == 2 and requested["rows"] == len(REVIEWS)
+        ran = Sidecar(sidecar, SidecarOptions(device="cpu", once=True)).run()
+        assert {j["state"] for j in ran["jobs"]} == {"done"} and len(ran["jobs"]) == 2
+        jobs = run(
+            people["analyst"],
+            "SELECT job_id, state, part, parts, group_id FROM heads.jobs WHERE set_name = ?",
+            set_name,
+        )
+        assert {(j["state"], j["parts"], j["group_id"]) for j in jobs} == {
+            ("done", 2, requested["group_id"])
+        }
+        counts = run(
+            admin,
+            "SELECT COUNT(*) AS n FROM heads.embeddings AS e JOIN heads.embedding_sets AS es "
+            "ON e.set_id = es.set_id WHERE es.name = ?",
+            set_name,
+        )
+        assert counts[0]["n"] == len(REVIEWS)
+        with pytest.raises(Exception) as refused:
+            run(people["analyst"], "EXEC heads.cancel_job @job_id = ?", jobs[0]["job_id"])
+        assert error_number(refused.value) == 50050
+    finally:
+        sidecar.engine.dispose()
+        run(admin, "EXEC heads.drop_set @set = ?, @progress = 0", set_name)
+        run(admin, f"DROP USER {login}; DROP LOGIN {login};")

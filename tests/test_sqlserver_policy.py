@@ -173,6 +173,11 @@ LOCKS = {
         ("head.use", "head", "Exclusive", "Transaction"),
     },
     "drop_set": {("set", "set", "Exclusive", "Session")},
+    # The sidecar's requests lock nothing: a request only inserts rows into heads.job_queue,
+    # and a cancel decides under the job row's UPDLOCK.
+    "request_embed": set(),
+    "request_teacher": set(),
+    "cancel_job": set(),
 }
 
 
@@ -330,3 +335,56 @@ def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+# -- the sidecar (revision 0005) --------------------------------------------------------------
+
+
+def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes() -> None:
+    """No procedure, no external script: the sidecar runs its own Python; table grants only,
+    each one a statement of sqlheads.sidecar / embed_job / teacher_job writes."""
+    sidecar = grants()["heads_sidecar"]
+    assert not any(p.startswith("EXECUTE") for p in sidecar)
+    assert "EXECUTE ANY EXTERNAL SCRIPT" not in sidecar
+    tables = {}
+    for permission in sidecar:
+        verb, target = permission.split(" ON OBJECT::heads.")
+        tables.setdefault(target, set()).add(verb)
+    assert tables == {
+        "job_queue": {"SELECT", "UPDATE"},
+        "encoders": {"SELECT"},
+        "settings": {"SELECT"},
+        "embedding_sets": {"SELECT", "INSERT", "UPDATE"},
+        "embeddings": {"SELECT", "INSERT", "DELETE"},
+        "rejects": {"SELECT", "INSERT", "DELETE"},
+        "models": {"SELECT", "INSERT"},
+        "model_figures": {"SELECT", "INSERT"},
+        "deployments": {"SELECT", "INSERT"},
+        "teachers": {"SELECT", "INSERT", "UPDATE"},
+        "soft_labels": {"SELECT", "INSERT", "DELETE"},
+    }
+    # Analysts request and cancel, and read the queue through the view, never the table.
+    analyst = grants()["heads_analyst"]
+    assert {"EXECUTE ON OBJECT::heads.request_embed", "EXECUTE ON OBJECT::heads.cancel_job"} <= (
+        analyst
+    )
+    assert not any("job_queue" in p for p in analyst | grants()["heads_reader"])
+    assert "SELECT ON OBJECT::heads.jobs" in grants()["heads_reader"]
+
+
+@pytest.mark.parametrize("name", ["request_embed", "request_teacher"])
+def test_job_parameters_are_json_built_by_sql_server(name: str) -> None:
+    """parameters_json comes from FOR JSON (and JSON_MODIFY), never from pasted strings."""
+    text = code(BY_NAME[f"heads.{name}"])
+    assignments = re.findall(r"SET @parameters = (.*?);\n", text, re.S)
+    assert assignments
+    for assignment in assignments:
+        assert "FOR JSON PATH" in assignment or assignment.startswith("JSON_MODIFY("), assignment
+        assert "CONCAT" not in assignment and "+" not in assignment
+
+
+def test_claims_read_past_locked_rows_and_cancels_lock_the_row() -> None:
+    from sqlheads.store.jobs import CLAIM_HINT
+
+    assert CLAIM_HINT == "WITH (UPDLOCK, READPAST, ROWLOCK)"
+    assert "FROM heads.job_queue AS q WITH (UPDLOCK, ROWLOCK)" in code(BY_NAME["heads.cancel_job"])

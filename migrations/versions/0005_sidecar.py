@@ -8,7 +8,9 @@ Adds ``job_queue`` (work requested by analysts and claimed by sidecars: teacher 
 GPU embedding) and, on ``teachers``, ``model_id``: the fine-tuned model (kind ``teacher``)
 whose predictions the soft labels are. ``model_id`` is a plain column: ``models.teacher_id``
 already names ``teachers``, and a foreign key back would make a cycle that stops either table
-being dropped.
+being dropped. The view ``jobs`` shows the queue (SQLite here; SQL Server from ``sql/0005/``,
+which also holds ``heads.request_embed``, ``heads.request_teacher``, ``heads.cancel_job`` and
+the grants of ``heads_analyst`` and ``heads_sidecar``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+import sqlheads_sql
+from sqlheads.procedures import SETTINGS
 from sqlheads.store.schema import JOB_KINDS, JOB_STATES
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
@@ -26,6 +30,10 @@ depends_on = None
 
 IS_MSSQL = op.get_context().dialect.name == "mssql"
 SCHEMA = MSSQL_SCHEMA if IS_MSSQL else None
+
+# The view as this revision creates it on SQLite, frozen (see 0001's VIEWS_SQL).
+JOBS_VIEW = """SELECT job_queue.job_id, job_queue.kind, job_queue.state, job_queue.head, job_queue.set_name, job_queue.group_id, job_queue.part, job_queue.parts, job_queue.key_from, job_queue.key_to, job_queue.attempts, job_queue.max_attempts, job_queue.claimed_by, job_queue.heartbeat_at, job_queue.cancel_requested, job_queue.stage, job_queue.progress_done, job_queue.progress_total, job_queue.error_number, job_queue.error, job_queue.result_json, job_queue.parameters_json, job_queue.requested_at, job_queue.started_at, job_queue.finished_at 
+FROM job_queue"""  # noqa: W291, E501
 
 
 def upgrade() -> None:
@@ -66,9 +74,17 @@ def upgrade() -> None:
         op.f("ix_job_queue_state_job_id"), "job_queue", ["state", "job_id"], schema=SCHEMA
     )
     op.add_column("teachers", sa.Column("model_id", sa.Integer(), nullable=True), schema=SCHEMA)
+    if IS_MSSQL:  # sql/0005: heads.jobs, the request and cancel verbs, the sidecar's grants
+        sqlheads_sql.run(sqlheads_sql.upgrade_batches(revision, SETTINGS))
+    else:
+        op.execute(f"CREATE VIEW jobs AS {JOBS_VIEW}")
 
 
 def downgrade() -> None:
+    if IS_MSSQL:
+        sqlheads_sql.run(sqlheads_sql.downgrade_batches(revision, SETTINGS))
+    else:
+        op.execute("DROP VIEW IF EXISTS jobs")
     if IS_MSSQL:
         op.drop_column("teachers", "model_id", schema=SCHEMA)
     else:  # natively (SQLite 3.35+): a batch rebuild would trip over the views naming teachers

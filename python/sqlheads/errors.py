@@ -199,6 +199,20 @@ class JobCancelledError(SqlheadsError):
     number = 50052
 
 
+class UnknownJobKindError(SqlheadsError):
+    """A job kind or state the queue does not know (``teacher`` and ``embed``; queued, running,
+    done, failed, cancelled)."""
+
+    number = 50053
+
+
+class JobClaimLostError(SqlheadsError):
+    """A sidecar whose claim on a job was taken over (its heartbeat went stale): it stops and
+    leaves the job to the sidecar that holds it now."""
+
+    number = 50054
+
+
 class DeviceUnavailableError(SqlheadsError):
     """A device (``cuda``, ``cuda:1``) asked for that this machine does not have."""
 
@@ -209,6 +223,13 @@ class UnsupportedTeacherError(SqlheadsError):
     """A teacher directory that is not a supported transformer encoder family."""
 
     number = 50056
+
+
+class JobStaleError(SqlheadsError):
+    """A job whose sidecar stopped beating on its last allowed attempt (killed, or its machine
+    gone): recorded as the job's error when it is failed instead of claimed again."""
+
+    number = 50057
 
 
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:

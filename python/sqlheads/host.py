@@ -20,6 +20,7 @@ import pandas as pd
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy.exc import IntegrityError
 
 import sqlheads_migrations
 from sqlheads import procedures
@@ -190,7 +191,42 @@ def encoders(store: Store) -> dict[str, Any]:
     }
 
 
-def _resolve_encoder(store: Store, name: str | None) -> Encoder:
+def check_embedding_set(
+    store: Store, set_name: str, encoder: str | None, long_text: str | None
+) -> EmbeddingSet | None:
+    """The set, if it exists, once the encoder and long-text mode asked for agree with it."""
+    embedding_set = store.find_set(set_name)
+    if embedding_set is not None:
+        chosen = store.encoder(embedding_set.encoder_id)
+        if encoder is not None and encoder != chosen.name:
+            raise EncoderMismatchError(
+                f"set {set_name!r} is embedded with encoder {chosen.name!r}, not {encoder!r}: "
+                "vectors of two encoders cannot share a set; embed into a new set name"
+            )
+        if long_text is not None and long_text != embedding_set.long_text:
+            raise InvalidParameterError(
+                f"set {set_name!r} embeds long texts with {embedding_set.long_text!r}, not "
+                f"{long_text!r}: use a new set name, or drop the set first"
+            )
+    return embedding_set
+
+
+def _find_or_add_set(store: Store, name: str, chosen: Encoder, long_text: str) -> EmbeddingSet:
+    """The set, created now unless another embed part created it a moment ago."""
+    try:
+        return store.add_set(name, chosen.encoder_id, long_text)
+    except IntegrityError:  # a part of the same request won the race: same encoder, same mode
+        found = store.require_set(name)
+        if found.encoder_id != chosen.encoder_id:
+            raise EncoderMismatchError(
+                f"set {name!r} was just created with another encoder than {chosen.name!r}: "
+                "embed into a new set name"
+            ) from None
+        return found
+
+
+def resolve_encoder(store: Store, name: str | None) -> Encoder:
+    """A registered encoder by name; the default is registered on first use."""
     if name is None or name == DEFAULT_ENCODER:
         return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store)
     found = store.find_encoder(validate_name("encoder", name))
@@ -235,6 +271,40 @@ def embed(
     One embedding of a set at a time, as ``heads.embed``: another process embedding or
     dropping the set makes this call fail at once (50016) rather than wait.
     """
+    return embed_rows(
+        store,
+        set_name=set_name,
+        source=source,
+        encoder=encoder,
+        long_text=long_text,
+        batch_rows=batch_rows,
+        batch_size=batch_size,
+        threads=threads,
+        progress=progress,
+        stage=stage,
+    )
+
+
+def embed_rows(
+    store: Store,
+    *,
+    set_name: str,
+    source: str,
+    encoder: str | None = None,
+    long_text: str | None = None,
+    batch_rows: int | None = None,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    progress: Progress | None = None,
+    stage: Stage | None = None,
+    keys: Callable[[str], bool] | None = None,
+    model: Any | None = None,
+) -> dict[str, Any]:
+    """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds only
+    the source rows whose key ``keys`` accepts (its key range; parts' ranges are disjoint, so
+    their batches never write the same rows), with ``model`` (an object with the
+    ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX graph
+    when given. Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
     # The same bounds and spellings as heads.embed: both read procedures.SETTINGS.
@@ -242,19 +312,9 @@ def embed(
         long_text = procedures.choice("long_text", long_text)
     batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
     batch_size = procedures.bounded("embed.batch_size", batch_size)
-    embedding_set = store.find_set(set_name)
+    embedding_set = check_embedding_set(store, set_name, encoder, long_text)
     if embedding_set is not None:
         chosen = store.encoder(embedding_set.encoder_id)
-        if encoder is not None and encoder != chosen.name:
-            raise EncoderMismatchError(
-                f"set {set_name!r} is embedded with encoder {chosen.name!r}, not {encoder!r}: "
-                "vectors of two encoders cannot share a set; embed into a new set name"
-            )
-        if long_text is not None and long_text != embedding_set.long_text:
-            raise InvalidParameterError(
-                f"set {set_name!r} embeds long texts with {embedding_set.long_text!r}, not "
-                f"{long_text!r}: use a new set name, or drop the set first"
-            )
     # The source's first rows come before anything is written: a query that fails or lacks a
     # column is refused with no set created and no encoder registered.
     chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
@@ -263,14 +323,14 @@ def embed(
     if embedding_set is None:
         if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
             stage("exporting the encoder to ONNX (first use only)")
-        chosen = _resolve_encoder(store, encoder)
+        chosen = resolve_encoder(store, encoder)
     if stage is not None:
         stage(f"embedding {set_name}")
     total = store.count_query(source) if progress is not None else None
     counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
     arguments = _encoder_arguments(store, chosen)
 
-    def embed_rows(rows: pd.DataFrame) -> None:
+    def embed_batch(rows: pd.DataFrame) -> None:
         nonlocal arguments, embedding_set
         keys = rows["item_key"].tolist()
         stored = store.stored_hashes(embedding_set.set_id, keys) if embedding_set else {}
@@ -280,11 +340,12 @@ def embed(
             long_text=embedding_set.long_text if embedding_set else long_text or "window",
             batch_size=batch_size,
             threads=threads,
+            encoder=model,
             **arguments,
         )
         arguments = {"encoder_sha256": chosen.sha256}  # cached from now on
         if embedding_set is None:  # created with its first batch, never empty after a refusal
-            embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
+            embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
         store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
         rejected_rows = int(rows["item_key"].isin(rejected).sum())
@@ -300,16 +361,19 @@ def embed(
     held: list[pd.DataFrame] = []
     for chunk in itertools.chain([first] if first is not None else [], chunks):
         chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+        read = len(chunk)
+        if keys is not None:
+            chunk = chunk[[keys(k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         held.append(chunk[copies])
         if not copies.all():
-            embed_rows(chunk[~copies])
+            embed_batch(chunk[~copies])
         if progress is not None:
-            progress(len(chunk), total)
-    if duplicated:
-        embed_rows(pd.concat(held, ignore_index=True))
+            progress(read, total)
+    if duplicated and held:
+        embed_batch(pd.concat(held, ignore_index=True))
     if embedding_set is None:  # an empty source: the set exists, with nothing in it yet
-        embedding_set = store.add_set(set_name, chosen.encoder_id, long_text or "window")
+        embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
     store.set_source_query(embedding_set.set_id, source)
     seconds = time.perf_counter() - started
     return {

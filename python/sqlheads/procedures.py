@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,7 @@ from sqlheads.errors import (
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 DEPLOY_POLICIES = ("if-better", "always", "never")
+EMBED_ENGINES = ("auto", "onnx", "torch")
 DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
 # Why a version was deployed: one row of deployments each, the same words on both hosts.
 REASON_BY_HAND = "deployed by hand"
@@ -90,6 +92,18 @@ SETTINGS: dict[str, Setting] = {
         ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
     ),
     "reason.roll_back": Setting(REASON_ROLL_BACK),
+    # The sidecar's job queue (store/jobs.py, sidecar.py, heads.request_*). A sidecar beats
+    # every heartbeat_seconds; a running job whose beat is older than stale_after_seconds (a
+    # sidecar killed, a machine gone) is claimable again; a job fails for good after
+    # max_attempts claims. An idle sidecar polls every poll_seconds.
+    "jobs.heartbeat_seconds": Setting(10, minimum=1, maximum=3600),
+    "jobs.stale_after_seconds": Setting(120, minimum=1, maximum=86_400),
+    "jobs.max_attempts": Setting(3, minimum=1, maximum=100),
+    "jobs.poll_seconds": Setting(5, minimum=1, maximum=3600),
+    # An embed request is split into this many parts by key range (one per sidecar).
+    "embed.parts": Setting(1, minimum=1, maximum=64),
+    # Who embeds in an embed job: auto = PyTorch on a GPU, the set's ONNX graph on a CPU.
+    "embed.engine": Setting(EMBED_ENGINES[0], choices=EMBED_ENGINES),
 }
 
 
@@ -202,6 +216,7 @@ def embed(
     max_length: int | None = None,
     threads: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    encoder: Any | None = None,
 ) -> pd.DataFrame:
     """Vectors for the rows whose text changed; rejects for rows that cannot be embedded.
 
@@ -211,7 +226,8 @@ def embed(
     (the caller sends every copy of a key in one call). Output: one row per embedded or
     rejected key; a rejected row has a NULL ``vector`` and a ``reject_reason``. The encoder
     is found in the cache by ``encoder_sha256``; its bytes need passing only when the cache
-    lacks it.
+    lacks it. ``encoder`` (the sidecar's PyTorch encoder of the same model, with
+    ``OnnxEncoder.encode``'s signature) replaces the cached ONNX graph when given.
     """
     _require_columns(input_data, EMBED_INPUT, "source")
     long_text = choice("long_text", long_text)
@@ -243,7 +259,7 @@ def embed(
         if sha != old_sha:
             to_embed.append((key, text, sha))
     if to_embed:
-        encoder = load_encoder(
+        encoder = encoder or load_encoder(
             encoder_sha256,
             onnx=encoder_onnx,
             tokenizer_json=tokenizer_json,

@@ -349,7 +349,40 @@ def report_figures_select():
     )
 
 
+def jobs_select():
+    """The sidecar's queue as analysts read it (SSMS: ``SELECT * FROM heads.jobs``)."""
+    q = job_queue.c
+    return select(
+        q.job_id,
+        q.kind,
+        q.state,
+        q.head,
+        q.set_name,
+        q.group_id,
+        q.part,
+        q.parts,
+        q.key_from,
+        q.key_to,
+        q.attempts,
+        q.max_attempts,
+        q.claimed_by,
+        q.heartbeat_at,
+        q.cancel_requested,
+        q.stage,
+        q.progress_done,
+        q.progress_total,
+        q.error_number,
+        q.error,
+        q.result_json,
+        q.parameters_json,
+        q.requested_at,
+        q.started_at,
+        q.finished_at,
+    ).select_from(job_queue)
+
+
 VIEWS = {
+    "jobs": jobs_select,
     "latest_predictions": latest_predictions_select,
     "model_summary": model_summary_select,
     "report_figures": report_figures_select,

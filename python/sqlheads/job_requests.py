@@ -1,0 +1,109 @@
+"""The sidecar's verbs for analysts: request work, list jobs, cancel one.
+
+The same verbs and parameters as ``heads.request_embed``, ``heads.request_teacher``,
+``heads.cancel_job`` and the ``heads.jobs`` view on SQL Server. A request stores everything its
+job needs, the caller's queries included: the sidecar reads through them and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlheads import host, procedures
+from sqlheads.errors import MissingTextError
+from sqlheads.store.jobs import JobQueue, split_keys
+from sqlheads.store.repository import Store, validate_name
+
+
+def request_embed(
+    store: Store,
+    *,
+    set_name: str,
+    source: str,
+    encoder: str | None = None,
+    long_text: str | None = None,
+    parts: int | None = None,
+    engine: str | None = None,
+    batch_rows: int | None = None,
+    batch_size: int | None = None,
+) -> dict[str, Any]:
+    """Queue the embedding of ``source`` into a set, split into ``parts`` jobs by key range.
+
+    The source's keys are read now (sorted, cut at their quantiles), so the parts are of
+    about equal size; the encoder is registered now, so that parts never race to register it.
+    """
+    validate_name("set", set_name)
+    if long_text is not None:
+        long_text = procedures.choice("long_text", long_text)
+    engine = procedures.choice("embed.engine", engine)
+    parts = procedures.bounded("embed.parts", parts)
+    batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
+    batch_size = procedures.bounded("embed.batch_size", batch_size)
+    existing = host.check_embedding_set(store, set_name, encoder, long_text)
+    keys = [
+        str(key)
+        for chunk in store.run_query(source, ("item_key",), "source", 10_000)
+        for key in chunk["item_key"]
+    ]
+    chosen = (
+        store.encoder(existing.encoder_id) if existing else host.resolve_encoder(store, encoder)
+    )
+    parameters = {
+        "source": source,
+        "encoder": chosen.name,
+        "long_text": long_text,
+        "engine": engine,
+        "batch_rows": batch_rows,
+        "batch_size": batch_size,
+    }
+    ranges = split_keys(keys, parts)
+    jobs = JobQueue(store).enqueue("embed", set_name, parameters, ranges=ranges)
+    return {
+        "set": set_name,
+        "group_id": jobs[0].group_id,
+        "job_ids": [job.job_id for job in jobs],
+        "parts": len(jobs),
+        "rows": len(keys),
+        "encoder": chosen.name,
+        "engine": engine,
+    }
+
+
+def request_teacher(
+    store: Store,
+    *,
+    head: str,
+    set_name: str,
+    labels: str,
+    source: str | None = None,
+    **knobs: Any,
+) -> dict[str, Any]:
+    """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
+    students): the parameters checked and completed by the teacher job itself."""
+    validate_name("head", head)
+    embedding_set = store.require_set(set_name)
+    source = source or embedding_set.source_query
+    if source is None:
+        raise MissingTextError(
+            f"set {set_name!r} has no source query to read text through: pass --source "
+            '"SELECT ... AS item_key, ... AS text FROM ..."'
+        )
+    from sqlheads.teacher_job import validate_teacher_request  # the teacher helper's
+
+    given = {key: value for key, value in knobs.items() if value is not None}
+    parameters = validate_teacher_request({"labels": labels, "source": source, **given})
+    (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head)
+    return {"job_id": job.job_id, "head": head, "set": set_name, "parameters": parameters}
+
+
+def jobs(store: Store, *, state: str | None = None, kind: str | None = None) -> dict[str, Any]:
+    """The queue, newest first (``heads.jobs``), optionally of one state or kind."""
+    frame = JobQueue(store).listing(state=state, kind=kind)
+    frame = frame.drop(columns=["parameters_json"])
+    return {"jobs": json.loads(frame.to_json(orient="records", date_format="iso"))}
+
+
+def cancel_job(store: Store, *, job_id: int) -> dict[str, Any]:
+    """Cancel a queued job at once, or ask a running job's sidecar to stop it."""
+    return {"job_id": job_id, "state": JobQueue(store).cancel(job_id)}

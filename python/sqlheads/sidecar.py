@@ -1,0 +1,342 @@
+"""The sidecar: claim a job, run its work with a heartbeat, record how it ended.
+
+``sqlheads sidecar`` runs :meth:`Sidecar.run`. While a job runs, a thread beats for its claim
+every ``jobs.heartbeat_seconds``; the work function reports through a :class:`JobProgress`
+(contract 2), which records progress in the job row (throttled), draws a progress bar, and
+raises :class:`~sqlheads.errors.JobCancelledError` once the job's cancel was requested (or its
+claim was lost), so the work stops where it stands. A job that raises is failed (and queued
+again while it has attempts left); a killed sidecar's job goes stale and is taken over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from sqlheads import procedures
+from sqlheads.engine.encoder import cache_dir
+from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
+from sqlheads.store.jobs import Job, JobQueue, worker_name
+from sqlheads.store.repository import Store
+
+log = logging.getLogger("sqlheads.sidecar")
+
+JobProgress = Callable[[int, int | None, str | None], None]
+Work = Callable[..., dict[str, Any]]
+# Progress reaches the job row at most this often: a bar may redraw for every batch, the
+# database hears of it once a second.
+RECORD_EVERY_SECONDS = 1.0
+
+
+def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
+    # The teacher helper's module; needs transformers. A request made in T-SQL stores only the
+    # parameters the analyst gave: run_teacher completes them with its defaults
+    # (validate_teacher_request), as a request made in Python did before enqueueing.
+    from sqlheads.teacher_job import run_teacher
+
+    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **job.parameters)
+
+
+def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
+    from sqlheads.embed_job import run_embed
+
+    return run_embed(
+        store,
+        set_name=job.set_name,
+        key_from=job.key_from,
+        key_to=job.key_to,
+        **context,
+        **job.parameters,
+    )
+
+
+WORK: dict[str, Callable[..., dict[str, Any]]] = {"teacher": _teacher, "embed": _embed}
+
+
+@dataclass
+class SidecarOptions:
+    """How a sidecar runs; every number defaults to :data:`procedures.SETTINGS`."""
+
+    device: str = "auto"
+    once: bool = False  # run until nothing is claimable, then stop
+    max_jobs: int | None = None  # stop after this many jobs
+    poll_seconds: float | None = None
+    heartbeat_seconds: float | None = None
+    stale_after_seconds: int | None = None
+    kinds: tuple[str, ...] = ()  # only these job kinds; all by default
+    work_root: Path | None = None  # per-job work directories; default: the cache dir's jobs/
+    worker: str = field(default_factory=worker_name)
+
+
+class RecordedProgress:
+    """Contract 2's ``JobProgress`` for one job: records, draws, and stops a cancelled job."""
+
+    def __init__(
+        self, queue: JobQueue, job: Job, worker: str, stop: threading.Event, bar: Any
+    ) -> None:
+        self.queue, self.job, self.worker, self.stop, self.bar = queue, job, worker, stop, bar
+        self.stage: str | None = None
+        self.last: tuple[int, int | None] | None = None  # (done, total) last reported
+        self._recorded = 0.0
+        self.reason = "its cancel was requested"
+
+    def check(self) -> None:
+        """Raise :class:`JobCancelledError` once the job must stop."""
+        if self.stop.is_set():
+            raise JobCancelledError(
+                f"job {self.job.job_id} stopped: {self.reason}; request it again to redo it"
+            )
+
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
+        self.check()
+        self.last = (int(done), None if total is None else int(total))
+        changed = stage is not None and stage != self.stage
+        if changed:
+            self.stage = stage
+        self.bar.update(done, total, self.stage)
+        now = time.monotonic()
+        if changed or now - self._recorded >= RECORD_EVERY_SECONDS:
+            self._recorded = now
+            try:
+                if self.queue.progress(self.job.job_id, self.worker, done, total, stage):
+                    self.stop.set()
+            except JobClaimLostError:
+                self.reason = "another sidecar took its claim over"
+                self.stop.set()
+        self.check()
+
+
+class _Heartbeat(threading.Thread):
+    """Beats for a claim until stopped; sets ``cancel`` when the job's cancel is requested."""
+
+    def __init__(
+        self, queue: JobQueue, job: Job, worker: str, seconds: float, progress: RecordedProgress
+    ) -> None:
+        super().__init__(name=f"heartbeat-{job.job_id}", daemon=True)
+        self.queue, self.job, self.worker, self.seconds = queue, job, worker, seconds
+        self.progress = progress
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.seconds):
+            try:
+                if self.queue.heartbeat(self.job.job_id, self.worker):
+                    self.progress.stop.set()
+            except JobClaimLostError:
+                self.progress.reason = "another sidecar took its claim over"
+                self.progress.stop.set()
+                return
+            except Exception:  # a database hiccup: beat again next time, the job goes on
+                log.exception("heartbeat of job %s failed", self.job.job_id)
+
+
+class _Lines:
+    """Progress as plain lines (a log file, a container's output): one per stage, and one at
+    most every 10 seconds."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console, self.label, self._shown = console, label, 0.0
+
+    def update(self, done: int, total: int | None, stage: str | None) -> None:
+        now = time.monotonic()
+        if now - self._shown >= 10:
+            self._shown = now
+            of = f"/{total}" if total else ""
+            self.console.print(f"{self.label}: {stage or ''} {done}{of}", highlight=False)
+
+    def close(self) -> None:
+        pass
+
+
+class _Bar:
+    """A Rich progress bar for one job on a terminal."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.label = label
+        self.progress.start()
+        self.task = self.progress.add_task(label, total=None)
+
+    def update(self, done: int, total: int | None, stage: str | None) -> None:
+        description = f"{self.label} {stage}" if stage else self.label
+        self.progress.update(self.task, completed=done, total=total, description=description)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+class SidecarStopped(BaseException):
+    """SIGTERM (``docker stop``) or Ctrl-C while a job runs: a BaseException, as
+    KeyboardInterrupt, so that no ``except Exception`` of a work function swallows it."""
+
+
+class _StopSignals:
+    """SIGTERM and SIGINT while the sidecar runs: noted always, raised as
+    :class:`SidecarStopped` only inside a job's work (``interruptible``), so that a stop
+    between a claim and its work cannot strand a claimed job; elsewhere the loop sees it."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self.interruptible = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.requested = f"signal {signum}"
+        if self.interruptible:
+            raise SidecarStopped(self.requested)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only
+            return
+        previous = {s: signal.signal(s, self) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    @contextlib.contextmanager
+    def work(self) -> Iterator[None]:
+        """Around a job's work function: a stop raises there (the job is given back)."""
+        self.interruptible = True
+        try:
+            if self.requested:
+                raise SidecarStopped(self.requested)
+            yield
+        finally:
+            self.interruptible = False
+
+
+class Sidecar:
+    """Claims and runs jobs from one store's queue."""
+
+    def __init__(
+        self, store: Store, options: SidecarOptions | None = None, console: Console | None = None
+    ) -> None:
+        from sqlheads.engine.devices import resolve_device
+
+        self.store = store
+        self.options = options or SidecarOptions()
+        # A GPU asked for but absent is refused before anything is claimed (50055).
+        self.device = resolve_device(self.options.device)
+        self.queue = JobQueue(store, stale_after_seconds=self.options.stale_after_seconds)
+        self.heartbeat_seconds = float(
+            self.options.heartbeat_seconds or procedures.bounded("jobs.heartbeat_seconds", None)
+        )
+        self.poll_seconds = float(
+            self.options.poll_seconds or procedures.bounded("jobs.poll_seconds", None)
+        )
+        self.console = console or Console(stderr=True)
+        self.work_root = self.options.work_root or cache_dir() / "jobs"
+        self.signals = _StopSignals()
+
+    def run(self) -> dict[str, Any]:
+        """Claim and run jobs until ``max_jobs`` ran, or (``once``) nothing is claimable;
+        a summary of what ran."""
+        ran: list[dict[str, Any]] = []
+        summary: dict[str, Any] = {"worker": self.options.worker, "device": str(self.device)}
+        with self.signals.installed():
+            while self.options.max_jobs is None or len(ran) < self.options.max_jobs:
+                if self.signals.requested:
+                    break
+                job = self.queue.claim(self.options.worker, self.options.kinds or None)
+                if job is None:
+                    if self.options.once:
+                        break
+                    self._idle()
+                    continue
+                try:
+                    ran.append(self.run_job(job))
+                except SidecarStopped:
+                    ran.append(
+                        {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+                        | {"state": "released"}
+                    )
+        if self.signals.requested:
+            summary["stopped"] = self.signals.requested
+        return summary | {"jobs": ran}
+
+    def _idle(self) -> None:
+        """Wait ``poll_seconds`` before the next claim; a stop ends the wait early."""
+        until = time.monotonic() + self.poll_seconds
+        while not self.signals.requested and time.monotonic() < until:
+            time.sleep(min(0.5, max(until - time.monotonic(), 0)))
+
+    def run_job(self, job: Job) -> dict[str, Any]:
+        """Run one claimed job to its end: done, failed (or queued again), or cancelled."""
+        label = f"job {job.job_id} {job.kind} {job.set_name}" + (
+            f" part {job.part}/{job.parts}" if job.parts > 1 else ""
+        )
+        bar = _Bar(self.console, label) if self.console.is_terminal else _Lines(self.console, label)
+        stop = threading.Event()
+        progress = RecordedProgress(self.queue, job, self.options.worker, stop, bar)
+        beat = _Heartbeat(self.queue, job, self.options.worker, self.heartbeat_seconds, progress)
+        # Stable across attempts: checkpoints of a killed attempt are found by the next one.
+        work_dir = self.work_root / f"job-{job.job_id}"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        outcome: dict[str, Any] = {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+        beat.start()
+        try:
+            with self.signals.work():
+                result = WORK[job.kind](
+                    self.store, job, device=self.device, work_dir=work_dir, progress=progress
+                )
+        except JobCancelledError as error:
+            outcome |= self._stopped(job, progress, error)
+        except SidecarStopped:
+            # Told to stop (docker stop, Ctrl-C): the job goes back to the queue now, for
+            # another sidecar, instead of after the stale limit; then this sidecar exits.
+            with contextlib.suppress(JobClaimLostError):
+                self.queue.release(job.job_id, self.options.worker)
+            raise
+        except Exception as error:  # every failure is recorded in the job row
+            log.warning("job %s failed: %s", job.job_id, error)
+            try:
+                outcome["state"] = self.queue.fail(job.job_id, self.options.worker, error)
+            except JobClaimLostError:
+                outcome["state"] = "lost"
+            outcome["error"] = str(error)
+            outcome["error_number"] = getattr(error, "number", None)
+        else:
+            try:
+                self.queue.finish(job.job_id, self.options.worker, result, progress.last)
+                outcome["state"] = "done"
+            except JobClaimLostError:
+                outcome["state"] = "lost"
+        finally:
+            beat.done.set()
+            beat.join()
+            bar.close()
+        outcome["seconds"] = round(time.perf_counter() - started, 3)
+        self.console.print(f"{label}: {outcome['state']} ({outcome['seconds']} s)", highlight=False)
+        return outcome
+
+    def _stopped(
+        self, job: Job, progress: RecordedProgress, error: SqlheadsError
+    ) -> dict[str, Any]:
+        if progress.reason.startswith("another sidecar"):
+            return {"state": "lost"}
+        try:
+            self.queue.mark_cancelled(job.job_id, self.options.worker)
+        except JobClaimLostError:
+            return {"state": "lost"}
+        return {"state": "cancelled", "error": error.message}

@@ -1,0 +1,62 @@
+"""Issue 9's "done when", end to end on the CPU: `sqlheads request-teacher` then `sqlheads
+sidecar --once` fine-tunes a tiny teacher (MiniLM, a few steps), stores its soft labels and
+trains both students, which appear in model_summary; `predict` fills latest_predictions.
+
+Needs the teacher job (``sqlheads.teacher_job``, issue 9's teacher branch): skipped, saying so,
+where it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from sqlheads import host
+from sqlheads.cli import app
+from sqlheads.store.jobs import JobQueue
+from sqlheads.store.repository import Store
+
+pytest.importorskip("sqlheads.teacher_job", reason="the teacher job is not on this branch yet")
+runner = CliRunner()
+
+
+def test_request_teacher_then_sidecar_once(store: Store, rt_sample: pd.DataFrame) -> None:
+    tiny = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    tiny.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    url = store.engine.url.render_as_string(hide_password=False)
+
+    def cli(*args: str) -> dict:
+        result = runner.invoke(app, ["--url", url, "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    requested = cli(
+        "request-teacher", "--head", "sent", "--set", "reviews",
+        "--labels", "SELECT item_key, label FROM reviews",
+        "--model", "all-MiniLM-L6-v2", "--student", "encoder", "--student", "word",
+        "--max-steps", "3", "--max-length", "32", "--batch-size", "8", "--epochs", "1",
+        "--deploy", "always",
+    )  # fmt: skip
+    # The stored parameters are complete: source from the set, defaults filled in.
+    assert requested["parameters"]["source"] == "SELECT item_key, text FROM reviews"
+    assert requested["parameters"]["students"] == ["encoder", "word"]
+    ran = cli("sidecar", "--once", "--device", "cpu")
+    assert [(j["job_id"], j["state"]) for j in ran["jobs"]] == [(requested["job_id"], "done")]
+    job = JobQueue(store).get(requested["job_id"])
+    assert (job.state, job.attempts) == ("done", 1)
+    result = json.loads(JobQueue(store).listing()["result_json"].iloc[0])
+    assert set(result["students"]) == {"encoder", "word"}
+
+    versions = host.models(store)
+    kinds = set(zip(versions["head"], versions["kind"], strict=True))
+    assert {("sent_teacher", "teacher"), ("sent", "encoder_student"), ("sent", "word_student")} <= (
+        kinds
+    )
+    predicted = cli("predict", "--head", "sent", "--set", "reviews")
+    assert predicted["rows"] == len(tiny)
+    latest = store.read_view("latest_predictions", head="sent")
+    assert len(latest) == len(tiny)
