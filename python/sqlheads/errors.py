@@ -211,6 +211,18 @@ class UnsupportedTeacherError(SqlheadsError):
     number = 50056
 
 
+class EncoderSourceError(SqlheadsError):
+    """A registered encoder whose model (its ``source``) is not on this machine for PyTorch."""
+
+    number = 50065
+
+
+class PrecisionUnavailableError(SqlheadsError):
+    """A precision (``bf16``) asked for that the device does not compute natively."""
+
+    number = 50066
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -253,4 +265,6 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     JobCancelledError,
     DeviceUnavailableError,
     UnsupportedTeacherError,
+    EncoderSourceError,
+    PrecisionUnavailableError,
 )
