@@ -211,6 +211,12 @@ class UnsupportedTeacherError(SqlheadsError):
     number = 50056
 
 
+class CheckpointMismatchError(SqlheadsError):
+    """A checkpoint in a job's work folder written by another fine-tuning."""
+
+    number = 50058
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -253,4 +259,5 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     JobCancelledError,
     DeviceUnavailableError,
     UnsupportedTeacherError,
+    CheckpointMismatchError,
 )
