@@ -223,6 +223,12 @@ class PrecisionUnavailableError(SqlheadsError):
     number = 50066
 
 
+class CheckpointMismatchError(SqlheadsError):
+    """A checkpoint in a job's work folder written by another fine-tuning."""
+
+    number = 50058
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -267,4 +273,5 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnsupportedTeacherError,
     EncoderSourceError,
     PrecisionUnavailableError,
+    CheckpointMismatchError,
 )

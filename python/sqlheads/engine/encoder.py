@@ -107,6 +107,10 @@ class Tokenizer:
             )
         return result
 
+    @property
+    def pad_id(self) -> int:
+        return int(self._pad_id)
+
     def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         return pad_ids(sequences, self._pad_id)
 
