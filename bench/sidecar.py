@@ -267,6 +267,10 @@ def student_rates(
     transfer_imdb: pd.DataFrame,
     logits: pd.DataFrame,
     classes: list[str],
+    *,
+    device,
+    max_length: int,
+    max_steps: int | None,
 ) -> tuple[list[list[str]], dict[str, tuple[float, int]]]:
     """Distil each student from the teacher's logits, then time scoring RT from text in fresh
     processes (bench.students' timing); accuracy rows and {path: (seconds, rows)}."""
@@ -288,9 +292,17 @@ def student_rates(
     host.embed(store, set_name=SET, source=RT_SOURCE)
     head = host.train(store, head=HEAD, set_name=SET, labels=LABELS, deploy="always")
     runs = {"word student": {"student": "word", "source": transfer_source}}
-    runs["head student"] = {"student": "head"}
+    runs["head student (stored vectors)"] = {"student": "head"}
     if "encoder" in STUDENTS:  # the encoder student arrives with engine.teacher
-        runs["encoder student (MiniLM)"] = {"student": "encoder", "source": transfer_source}
+        runs["encoder student (MiniLM)"] = {
+            "student": "encoder",
+            "source": transfer_source,
+            "student_model": "all-MiniLM-L6-v2",
+            "max_length": max_length,
+            "max_steps": max_steps,
+            "device": str(device),  # fine-tuned where the teacher was; scored on the CPU
+            "work_dir": tempfile.mkdtemp(prefix="bench-sidecar-encoder-student-"),
+        }
     distilled: dict[str, dict] = {}
     for name, arguments in runs.items():
         stored = {"teacher": "bench-teacher"} | ({} if distilled else {"soft_labels": soft_labels})
@@ -408,7 +420,13 @@ def run(out_dir: Path, scale: str = "full") -> Section:
 
     # (c) Students on the CPU.
     student_accuracy, scoring = student_rates(
-        rt, transfer[~transfer["item_key"].isin(rt["item_key"])], logits, classes
+        rt,
+        transfer[~transfer["item_key"].isin(rt["item_key"])],
+        logits,
+        classes,
+        device=device,
+        max_length=size["max_length"],
+        max_steps=size["max_steps"],
     )
     reference_seconds, reference_rows = scoring["encoder + head (embed + predict)"]
     reference_rate = reference_rows / reference_seconds
