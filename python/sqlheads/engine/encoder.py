@@ -209,7 +209,8 @@ def encode_windows(
 ) -> Encoded:
     """Windows, length-sorted batches and token-weighted pooling around ``run``.
 
-    ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window; the ONNX
+    ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window (an array,
+    or anything with ``shape`` that NumPy can convert, read only after the last batch); the ONNX
     session and PyTorch (:mod:`sqlheads.engine.torch_encoder`) both go through here, so their
     windows, truncation and averaging cannot drift apart.
     """
@@ -228,6 +229,9 @@ def encode_windows(
     # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
     lengths = np.array([len(w) for w in flat])
     order = np.argsort(lengths, kind="stable")
+    # Outputs are read back after the last batch, not after each: a GPU's results (see
+    # torch_encoder) then copy to the host once, and the device never waits for the host.
+    pending = []
     for chunk in length_batches(order, lengths, batch_size, batch_tokens):
         ids, mask = tokenizer.pad([flat[i] for i in chunk])
         out = run(ids, mask)
@@ -236,9 +240,11 @@ def encode_windows(
                 f"the encoder returns {out.shape[1]} dimensions but is registered "
                 f"with {dim}: register it again"
             )
-        window_vectors[chunk] = out
+        pending.append((chunk, out))
         if on_batch is not None:
             on_batch(len(chunk))
+    for chunk, out in pending:
+        window_vectors[chunk] = np.asarray(out)
     weights = lengths.astype(np.float32)
     vectors = np.zeros((len(per_text), dim), dtype=np.float32)
     np.add.at(vectors, owner, window_vectors * weights[:, None])

@@ -176,28 +176,31 @@ class TorchEncoder:
             on_batch=on_batch,
         )
 
-    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray | _OnDevice:
         input_ids = torch.from_numpy(ids).to(self.device, non_blocking=True)
         attention_mask = torch.from_numpy(mask).to(self.device, non_blocking=True)
         if self.precision is None:
             return self._probe(input_ids, attention_mask)
-        return self._forward(input_ids, attention_mask, self.precision == "bf16").numpy()
+        # Left on the device: encode_windows reads every batch back after the last one, so
+        # the GPU runs batch after batch while the host pads the next.
+        return _OnDevice(self._forward(input_ids, attention_mask, self.precision == "bf16"))
 
     def _forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, bf16: bool
     ) -> torch.Tensor:
+        """fp32 vectors, on the device."""
         with (
             torch.inference_mode(),
             torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=bf16),
         ):
             vectors = self._model(input_ids, attention_mask)
-        return vectors.float().cpu()
+        return vectors.float()
 
     def _probe(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np.ndarray:
         """bf16 if it agrees with fp32 on this batch; the fp32 vectors are returned either way."""
-        reference = self._forward(input_ids, attention_mask, False)
-        candidate = self._forward(input_ids, attention_mask, True)
-        self.probe_cosine = min_cosine(candidate.numpy(), reference.numpy())
+        reference = self._forward(input_ids, attention_mask, False).cpu().numpy()
+        candidate = self._forward(input_ids, attention_mask, True).cpu().numpy()
+        self.probe_cosine = min_cosine(candidate, reference)
         if self.probe_cosine >= BF16_PARITY:
             self.precision = "bf16"
             self.precision_reason = (
@@ -209,7 +212,7 @@ class TorchEncoder:
                 f"bf16 disagreed with fp32 on the first batch (min cosine "
                 f"{self.probe_cosine:.5f} < {BF16_PARITY})"
             )
-        return reference.numpy()
+        return reference
 
     def describe(self) -> dict[str, object]:
         """What ran, JSON-serialisable, for a job's result."""
@@ -229,8 +232,21 @@ def bf16_probe_cosine(encoder: TorchEncoder, texts: Sequence[str]) -> float:
     ids, mask = encoder._tokenizer.pad(encoder._tokenizer.encode(texts, truncate=True))
     input_ids = torch.from_numpy(ids).to(encoder.device)
     attention_mask = torch.from_numpy(mask).to(encoder.device)
-    reference = encoder._forward(input_ids, attention_mask, False).numpy()
-    return min_cosine(encoder._forward(input_ids, attention_mask, True).numpy(), reference)
+    reference = encoder._forward(input_ids, attention_mask, False).cpu().numpy()
+    candidate = encoder._forward(input_ids, attention_mask, True).cpu().numpy()
+    return min_cosine(candidate, reference)
+
+
+class _OnDevice:
+    """A batch's vectors still on the device: NumPy copies them to the host when read."""
+
+    def __init__(self, vectors: torch.Tensor) -> None:
+        self.vectors = vectors
+        self.shape = tuple(vectors.shape)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        array = self.vectors.cpu().numpy()
+        return array if dtype is None else array.astype(dtype)
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:
