@@ -201,7 +201,16 @@ def test_bf16_on_a_device_without_it_is_refused(registered):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")
-def test_a_gpu_asked_for_and_absent_is_refused():
+def test_a_gpu_asked_for_and_absent_is_refused(registered):
     with pytest.raises(DeviceUnavailableError) as refused:
         resolve_device("cuda")
     assert refused.value.number == 50055
+    entry = registered["none"]
+    with pytest.raises(DeviceUnavailableError):  # a torch.device built by hand: the same
+        TorchEncoder.for_encoder(
+            entry["source"],
+            entry["tokenizer_json"],
+            dim=384,
+            max_length=MAX_LENGTH,
+            device=torch.device("cuda:0"),
+        )

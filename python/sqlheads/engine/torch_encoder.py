@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sqlheads.engine.devices import supports_bf16  # noqa: E402
+from sqlheads.engine.devices import resolve_device, supports_bf16  # noqa: E402
 from sqlheads.engine.encoder import (  # noqa: E402
     DEFAULT_BATCH_TOKENS,
     Encoded,
@@ -94,6 +94,9 @@ class TorchEncoder:
             raise InvalidParameterError(
                 f"precision {precision!r} is not one of {PRECISIONS}: pass 'auto', 'bf16' or 'fp32'"
             )
+        if device.type == "cuda":
+            # A GPU asked for and absent is refused as everywhere (50055), before any loading.
+            device = resolve_device(str(device))
         if precision == "bf16" and not supports_bf16(device):
             raise PrecisionUnavailableError(
                 f"precision 'bf16' was asked for on {device}, which does not compute bf16 "
