@@ -132,7 +132,7 @@ class EncoderStudent:
         model_dir, tokenizer, tokens_json = prepared(p.model, p.max_length)
         ids = tokenizer.encode(texts, truncate=True)
         self.classes_ = [str(c) for c in classes]
-        net = load_classifier(model_dir, len(self.classes_))
+        net = load_classifier(model_dir, len(self.classes_), distill.seed)
         has_teacher = ~np.isnan(teacher_logits).any(axis=1)
         teacher = torch.from_numpy(np.nan_to_num(teacher_logits).astype(np.float32)).to(device)
         has_teacher_t = torch.from_numpy(has_teacher).to(device)
