@@ -136,7 +136,7 @@ class EncoderStudent:
         has_teacher = ~np.isnan(teacher_logits).any(axis=1)
         teacher = torch.from_numpy(np.nan_to_num(teacher_logits).astype(np.float32)).to(device)
         has_teacher_t = torch.from_numpy(has_teacher).to(device)
-        gold_t = torch.from_numpy(np.asarray(gold, dtype=np.int64)).to(device)
+        gold_t = torch.from_numpy(np.array(gold, dtype=np.int64)).to(device)  # a copy
 
         def loss(logits, rows):
             rows = rows.to(device)
