@@ -213,38 +213,32 @@ def test_soft_labels_of_another_set_are_refused_before_any_work(
     store_soft_labels(tiny_store, "sent_teacher", other.set_id, ["negative", "positive"], [], [])
     calls = []
     with pytest.raises(ForeignSoftLabelsError) as error:
-        run_teacher(
-            tiny_store,
-            head="sent",
-            set_name="reviews",
-            device=CPU,
-            work_dir=tmp_path / "job",
-            progress=lambda *call: calls.append(call),
-            labels=LABELS,
-        )
+        _job(tiny_store, tmp_path, lambda *call: calls.append(call))
     assert error.value.number == 50021 and calls == []
 
 
 # -- the job end to end ------------------------------------------------------------------------
 
 
+def _job(store: Store, tmp_path: Path, progress, **parameters):
+    return run_teacher(
+        store,
+        head="sent",
+        set_name="reviews",
+        device=CPU,
+        work_dir=tmp_path / "job",
+        progress=progress,
+        labels=LABELS,
+        **parameters,
+    )
+
+
 def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
     tiny_store: Store, tiny: pd.DataFrame, tmp_path
 ):
     calls: list[tuple] = []
-    arguments = {
-        "head": "sent",
-        "set_name": "reviews",
-        "device": CPU,
-        "work_dir": tmp_path / "job",
-        "progress": lambda *call: calls.append(call),
-        "labels": LABELS,
-        "model": MINILM,
-        "max_steps": 3,
-        "deploy": "always",
-        **TINY,
-    }
-    summary = run_teacher(tiny_store, **arguments)
+    arguments = {"model": MINILM, "max_steps": 3, "deploy": "always", **TINY}
+    summary = _job(tiny_store, tmp_path, lambda *call: calls.append(call), **arguments)
     assert json.loads(json.dumps(summary)) == summary  # the job's result_json
 
     versions = host.models(tiny_store).set_index(["head", "version"])
@@ -286,7 +280,7 @@ def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
     assert any(s and s.startswith("student 1/2: encoder") for s in stages)
 
     # Claimed again (a sidecar restarted after the job finished its stages): nothing twice.
-    again = run_teacher(tiny_store, **arguments)
+    again = _job(tiny_store, tmp_path, lambda *call: None, **arguments)
     assert again["teacher"] == summary["teacher"]
     assert len(host.models(tiny_store)) == 3
 
@@ -297,16 +291,5 @@ def test_a_cancelled_teacher_job_propagates_and_stores_nothing(tiny_store: Store
             raise JobCancelledError("job 1 was cancelled")
 
     with pytest.raises(JobCancelledError):
-        run_teacher(
-            tiny_store,
-            head="sent",
-            set_name="reviews",
-            device=CPU,
-            work_dir=tmp_path / "job",
-            progress=progress,
-            labels=LABELS,
-            model=MINILM,
-            max_steps=3,
-            **TINY,
-        )
+        _job(tiny_store, tmp_path, progress, model=MINILM, max_steps=3, **TINY)
     assert host.models(tiny_store).empty

@@ -19,6 +19,7 @@ import numpy as np
 
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.kinds import DISTILL_DEFAULTS
+from sqlheads.engine.students import FittedTextStudent
 from sqlheads.engine.text_classifier import (
     OnnxTextClassifier,
     export_checked,
@@ -90,15 +91,10 @@ class EncoderStudentParams:
 
 
 @dataclass
-class EncoderStudent:
+class EncoderStudent(FittedTextStudent):
     """A fitted encoder student; ``fit`` distils, ``predict_proba`` scores raw texts (int8)."""
 
     params: EncoderStudentParams = field(default_factory=EncoderStudentParams)
-    classes_: list[str] = field(default_factory=list, init=False)
-    loss_curve_: list[float] = field(default_factory=list, init=False)
-    n_parameters_: int = field(default=0, init=False)
-    onnx_: bytes = field(default=b"", init=False, repr=False)
-    parity_max_abs_diff_: float | None = field(default=None, init=False)
     int8_max_abs_diff_: float | None = field(default=None, init=False)
     int8_agreement_: float | None = field(default=None, init=False)
     steps_: int = field(default=0, init=False)
@@ -217,12 +213,6 @@ class EncoderStudent:
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         return self._graph().predict(texts)
-
-    def to_bytes(self) -> bytes:
-        return self.onnx_
-
-    def to_onnx(self) -> bytes:
-        return self.onnx_
 
 
 def load(blob: bytes) -> OnnxTextClassifier:
