@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from sqlheads import host, procedures
 from sqlheads.errors import (
@@ -210,8 +211,10 @@ def run_teacher(
             teacher_head,
             embedding_set,
             set_encoder,
-            _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
-            | {"seconds": time.perf_counter() - started},
+            pd.Series(
+                _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
+                | {"seconds": time.perf_counter() - started}
+            ),
             request["deploy"],
             deployed,
             {},
@@ -277,8 +280,6 @@ def _version_row(teacher, graph, metrics, request, split, deployed):
     """The teacher version as the row ``train`` and ``distill`` produce (TRAIN_OUTPUT)."""
     import hashlib
 
-    import pandas as pd
-
     from sqlheads.engine.teacher import TeacherParams
 
     train_rows, test_rows = split
@@ -287,27 +288,25 @@ def _version_row(teacher, graph, metrics, request, split, deployed):
         "model": request["model"],
         "test_fraction": request["test_fraction"],
     }
-    return pd.Series(
-        {
-            "classes_json": json.dumps(teacher.classes_),
-            "params_json": json.dumps(params),
-            "metrics_json": json.dumps(metrics),
-            "loss_curve_json": json.dumps(teacher.result_.loss_curve),
-            "accuracy": metrics["accuracy"],
-            "macro_f1": metrics["macro_f1"],
-            "rows_train": int(train_rows.sum()),
-            "rows_test": int(test_rows.sum()),
-            "blob": blob,
-            "sha256": hashlib.sha256(blob).hexdigest(),
-            "onnx": None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
-            "deploy": procedures.decide_deploy(
-                request["deploy"], metrics["macro_f1"], deployed.macro_f1 if deployed else None
-            ),
-            "deploy_reason": procedures.deploy_reason(request["deploy"]),
-            "kind": "teacher",
-            "parameters": teacher.n_parameters_,
-        }
-    )
+    return {
+        "classes_json": json.dumps(teacher.classes_),
+        "params_json": json.dumps(params),
+        "metrics_json": json.dumps(metrics),
+        "loss_curve_json": json.dumps(teacher.result_.loss_curve),
+        "accuracy": metrics["accuracy"],
+        "macro_f1": metrics["macro_f1"],
+        "rows_train": int(train_rows.sum()),
+        "rows_test": int(test_rows.sum()),
+        "blob": blob,
+        "sha256": hashlib.sha256(blob).hexdigest(),
+        "onnx": None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
+        "deploy": procedures.decide_deploy(
+            request["deploy"], metrics["macro_f1"], deployed.macro_f1 if deployed else None
+        ),
+        "deploy_reason": procedures.deploy_reason(request["deploy"]),
+        "kind": "teacher",
+        "parameters": teacher.n_parameters_,
+    }
 
 
 class _Stages:

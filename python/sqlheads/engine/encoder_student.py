@@ -19,6 +19,7 @@ import numpy as np
 
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.kinds import DISTILL_DEFAULTS
+from sqlheads.engine.students import FittedTextStudent
 from sqlheads.engine.text_classifier import (
     OnnxTextClassifier,
     export_checked,
@@ -90,15 +91,10 @@ class EncoderStudentParams:
 
 
 @dataclass
-class EncoderStudent:
+class EncoderStudent(FittedTextStudent):
     """A fitted encoder student; ``fit`` distils, ``predict_proba`` scores raw texts (int8)."""
 
     params: EncoderStudentParams = field(default_factory=EncoderStudentParams)
-    classes_: list[str] = field(default_factory=list, init=False)
-    loss_curve_: list[float] = field(default_factory=list, init=False)
-    n_parameters_: int = field(default=0, init=False)
-    onnx_: bytes = field(default=b"", init=False, repr=False)
-    parity_max_abs_diff_: float | None = field(default=None, init=False)
     int8_max_abs_diff_: float | None = field(default=None, init=False)
     int8_agreement_: float | None = field(default=None, init=False)
     steps_: int = field(default=0, init=False)
@@ -132,11 +128,11 @@ class EncoderStudent:
         model_dir, tokenizer, tokens_json = prepared(p.model, p.max_length)
         ids = tokenizer.encode(texts, truncate=True)
         self.classes_ = [str(c) for c in classes]
-        net = load_classifier(model_dir, len(self.classes_))
+        net = load_classifier(model_dir, len(self.classes_), distill.seed)
         has_teacher = ~np.isnan(teacher_logits).any(axis=1)
         teacher = torch.from_numpy(np.nan_to_num(teacher_logits).astype(np.float32)).to(device)
         has_teacher_t = torch.from_numpy(has_teacher).to(device)
-        gold_t = torch.from_numpy(np.asarray(gold, dtype=np.int64)).to(device)
+        gold_t = torch.from_numpy(np.array(gold, dtype=np.int64)).to(device)  # a copy
 
         def loss(logits, rows):
             rows = rows.to(device)
@@ -217,12 +213,6 @@ class EncoderStudent:
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         return self._graph().predict(texts)
-
-    def to_bytes(self) -> bytes:
-        return self.onnx_
-
-    def to_onnx(self) -> bytes:
-        return self.onnx_
 
 
 def load(blob: bytes) -> OnnxTextClassifier:

@@ -90,7 +90,7 @@ class TeacherClassifier:
         index = {c: i for i, c in enumerate(self.classes_)}
         targets = np.array([index[str(v)] for v in labels], dtype=np.int64)
         ids = self.tokenizer.encode(texts, truncate=True)  # tokenised once, padded per batch
-        self.model_ = load_classifier(self.model_dir, len(self.classes_))
+        self.model_ = load_classifier(self.model_dir, len(self.classes_), self.params.seed)
         target_t = torch.from_numpy(targets).to(self.device)
         tuner = Tuner(
             self.params,

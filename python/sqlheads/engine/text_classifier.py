@@ -77,14 +77,17 @@ def tokenizer_json(model_dir: Path) -> str:
     return AutoTokenizer.from_pretrained(str(model_dir), use_fast=True).backend_tokenizer.to_str()
 
 
-def load_classifier(model_dir: Path, n_classes: int):
-    """A sequence classifier with a fresh ``n_classes`` layer on the directory's encoder."""
+def load_classifier(model_dir: Path, n_classes: int, seed: int):
+    """A sequence classifier with a fresh ``n_classes`` layer on the directory's encoder,
+    initialised from ``seed`` (the same request gives the same model)."""
+    import torch
     from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as transformers_logging
 
     check_family(model_dir)
     transformers_logging.set_verbosity_error()  # the new classifier layer is expected
     transformers_logging.disable_progress_bar()
+    torch.manual_seed(seed)
     return AutoModelForSequenceClassification.from_pretrained(str(model_dir), num_labels=n_classes)
 
 
