@@ -1,4 +1,5 @@
-"""``python -m bench [encode|encoders|load|train|score|accuracy|all] [--quick] [--out DIR]``."""
+"""``python -m bench [encode|encoders|load|train|score|accuracy|students|sidecar|all] [--quick]
+[--scale full|quick|tiny] [--out DIR]``; ``all`` leaves out the GPU benchmarks (``sidecar``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import ORDER, SCALES, machine, save_section
+from bench.common import GPU_ONLY, ORDER, SCALES, machine, save_section
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs"
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="default: docs/")
     args = parser.parse_args(argv)
     scale = args.scale or ("quick" if args.quick else "full")
-    names = ORDER if args.benchmark == "all" else (args.benchmark,)
+    names = [n for n in ORDER if n not in GPU_ONLY] if args.benchmark == "all" else [args.benchmark]
     for name in names:
         started = time.perf_counter()
         print(f"[bench] {name} ({scale}) ...", file=sys.stderr, flush=True)

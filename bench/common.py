@@ -29,7 +29,10 @@ from sqlheads.report import pyplot
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 
 SCALES = ("full", "quick", "tiny")
-ORDER = ("encode", "encoders", "load", "train", "score", "accuracy", "students")
+ORDER = ("encode", "encoders", "load", "train", "score", "accuracy", "students", "sidecar")
+# Benchmarks of the GPU sidecar: `all` leaves them out (on a CPU they would take hours); run
+# them by name on a GPU machine (`python -m bench sidecar`).
+GPU_ONLY = ("sidecar",)
 PACKAGES = (
     "sqlheads",
     "numpy",
@@ -116,6 +119,7 @@ def machine() -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = "not installed"
     return {
+        "gpu": gpu_model(),
         "cpu": cpu_model(),
         "cpu_flags": cpu_flags(),
         "cores": os.cpu_count(),
@@ -128,6 +132,16 @@ def machine() -> dict[str, Any]:
     }
 
 
+def gpu_model() -> str | None:
+    """The CUDA GPU a benchmark could use, if torch is loaded and sees one."""
+    import sys
+
+    torch = sys.modules.get("torch")  # never imported for this: CPU benchmarks stay light
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
+
+
 def machine_line(m: dict[str, Any]) -> str:
     flags = ", ".join(m.get("cpu_flags", [])) or "none of note"
     load = m.get("load_average")
@@ -136,8 +150,9 @@ def machine_line(m: dict[str, Any]) -> str:
         if load
         else ""
     )
+    gpu = f"{m['gpu']}; " if m.get("gpu") else ""
     return (
-        f"{m['cpu']} ({flags}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
+        f"{gpu}{m['cpu']} ({flags}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
         f"measured {m['date']}{busy}"
     )
 
@@ -167,7 +182,8 @@ def render(results: dict[str, dict]) -> str:
         "side by side with the tool a user would otherwise pick. Nothing here is typed in by "
         f"hand: reproduce it all with `{REPRODUCE}` (about 20 minutes on 2 cores), or one "
         "benchmark with `python -m bench encode|load|train|score|accuracy` (add `--quick` for "
-        "small sizes). The numbers are also in `benchmarks.json`.",
+        "small sizes). The GPU sidecar's benchmark runs on a GPU machine, by name: "
+        "`python -m bench sidecar`. The numbers are also in `benchmarks.json`.",
         "",
     ]
     if sections:

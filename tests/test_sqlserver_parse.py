@@ -186,3 +186,33 @@ def test_compose_file_is_valid(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for service in ("mssql", "migrate", "sidecar"):
         assert f"{service}:" in result.stdout
+
+
+def _compose_services() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
+
+
+def test_compose_sidecar_gets_one_gpu_its_own_login_and_a_healthcheck() -> None:
+    sidecar = _compose_services()["sidecar"]
+    assert sidecar["build"]["dockerfile"] == "docker/sidecar/Dockerfile"
+    assert (ROOT / sidecar["build"]["dockerfile"]).is_file()
+    devices = sidecar["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    url = sidecar["environment"]["SQLHEADS_URL"]  # the variable every sqlheads command reads
+    login = re.match(r"mssql\+\w+://([^:]+):(\$\{SIDECAR_PASSWORD[^}]*\})@mssql/sqlheads", url)
+    assert login, url
+    assert login.group(1) == "heads_sidecar_login" and login.group(1) != "sa"
+    assert "MSSQL_SA_PASSWORD" not in str(sidecar)
+    test = sidecar["healthcheck"]["test"]
+    assert test[:4] == ["CMD", "python", "-m", "sqlheads.healthcheck"] and "cuda" in test
+    assert sidecar["command"] == ["--device", "cuda"]  # never a silent CPU fallback
+    assert any(v.endswith(":/cache") for v in sidecar["volumes"])
+    assert sidecar["profiles"] == ["sidecar"]
+    assert sidecar["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_migrate_receives_the_sidecar_password_to_create_its_login() -> None:
+    migrate = _compose_services()["migrate"]
+    assert migrate["environment"]["SIDECAR_PASSWORD"].startswith("${SIDECAR_PASSWORD")

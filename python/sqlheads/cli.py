@@ -378,7 +378,11 @@ def distill(
     set_name: Annotated[str, typer.Option("--set", help="Embedding set the rows belong to.")],
     labels: Annotated[str, typer.Option(help="SELECT returning item_key and label (gold).")],
     student: Annotated[
-        str, typer.Option(help="word (raw text, no encoder at scoring) or head (stored vectors).")
+        str,
+        typer.Option(
+            help="word (raw text, no encoder at scoring), head (stored vectors) or encoder "
+            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text)."
+        ),
     ] = "word",
     soft_labels: Annotated[
         str | None,
@@ -408,6 +412,19 @@ def distill(
     test_fraction: Annotated[float, typer.Option(help="Held-out share, as train's.")] = 0.2,
     seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
     deploy: Annotated[str, typer.Option(help="if-better, always or never.")] = "if-better",
+    student_model: Annotated[
+        str | None,
+        typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+    ] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help="Encoder student: tokens per text (128).")
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Encoder student: stop after this many steps.")
+    ] = None,
+    device: Annotated[
+        str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")
+    ] = "auto",
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
 
@@ -430,6 +447,10 @@ def distill(
             batch_size=batch_size,
             test_fraction=test_fraction,
             seed=seed,
+            student_model=student_model,
+            max_length=max_length,
+            max_steps=max_steps,
+            device=device,
         )
 
     _run(action, "distill")

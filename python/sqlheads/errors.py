@@ -232,6 +232,24 @@ class JobStaleError(SqlheadsError):
     number = 50057
 
 
+class EncoderSourceError(SqlheadsError):
+    """A registered encoder whose model (its ``source``) is not on this machine for PyTorch."""
+
+    number = 50065
+
+
+class PrecisionUnavailableError(SqlheadsError):
+    """A precision (``bf16``) asked for that the device does not compute natively."""
+
+    number = 50066
+
+
+class CheckpointMismatchError(SqlheadsError):
+    """A checkpoint in a job's work folder written by another fine-tuning."""
+
+    number = 50058
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -272,6 +290,12 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     JobStateError,
     JobFailedError,
     JobCancelledError,
+    UnknownJobKindError,
+    JobClaimLostError,
     DeviceUnavailableError,
     UnsupportedTeacherError,
+    JobStaleError,
+    CheckpointMismatchError,
+    EncoderSourceError,
+    PrecisionUnavailableError,
 )

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -476,6 +477,12 @@ def distill(
     deploy: str = "if-better",
     deployed_macro_f1: float | None = None,
     threads: int | None = None,
+    student_model: str | None = None,
+    max_length: int | None = None,
+    max_steps: int | None = None,
+    device: str = "auto",
+    work_dir: str | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -484,7 +491,10 @@ def distill(
     where it has none); the student's input (``text`` for a word student, ``vector`` for a head
     student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
     held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
-    distilled on, and one named in ``in_transfer`` is refused.
+    distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
+    ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
+    stopping after ``max_steps`` optimiser steps if given, checkpointing in ``work_dir`` and
+    reporting each step to ``on_step`` (the sidecar's teacher job).
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
@@ -566,7 +576,27 @@ def distill(
     )
     values = input_data[kind.reads]
     train_rows, test_rows = np.flatnonzero(distilled), np.flatnonzero(held_out)
-    if kind.reads == "text":
+    if kind.name == "encoder_student":
+        from sqlheads.engine.encoder_student import EncoderStudent, EncoderStudentParams
+
+        texts = [str(v) for v in values]
+        chosen = {"model": student_model, "max_length": max_length, "max_steps": max_steps}
+        student_params = EncoderStudentParams(
+            batch_size=batch_size,
+            device=device,
+            **{name: value for name, value in chosen.items() if value is not None},
+        )
+        model = EncoderStudent(student_params).fit(
+            [texts[i] for i in train_rows],
+            classes,
+            logits[train_rows],
+            gold[train_rows],
+            distill=distill_params,
+            work_dir=None if work_dir is None else Path(work_dir),
+            on_step=on_step,
+        )
+        test_inputs = [texts[i] for i in test_rows]
+    elif kind.reads == "text":
         from sqlheads.engine.students import WordStudent
 
         if tokenizer_json is None:
@@ -615,6 +645,9 @@ def distill(
     )
     metrics["teacher_accuracy"] = teacher_accuracy
     metrics["teacher_rows_test"] = int(teacher_known.sum())
+    for check in ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement"):
+        if getattr(model, f"{check}_", None) is not None:  # the export checks a student passed
+            metrics[check] = getattr(model, f"{check}_")
     blob = model.to_bytes()
     params_record = {
         "student": student,

@@ -107,6 +107,10 @@ class Tokenizer:
             )
         return result
 
+    @property
+    def pad_id(self) -> int:
+        return int(self._pad_id)
+
     def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         return pad_ids(sequences, self._pad_id)
 
@@ -176,39 +180,77 @@ class OnnxEncoder:
         padded tokens, so long windows go in smaller batches. ``on_batch`` is called with the
         number of windows done after each batch.
         """
-        if long_text not in LONG_TEXT_MODES:
-            raise InvalidParameterError(
-                f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass 'window' or "
-                "'truncate'"
+
+        def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
+        return encode_windows(
+            self._tokenizer,
+            texts,
+            run,
+            dim=self.dim,
+            long_text=long_text,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            on_batch=on_batch,
+        )
+
+
+def encode_windows(
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    run: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    dim: int,
+    long_text: str,
+    batch_size: int,
+    batch_tokens: int | None,
+    on_batch: Callable[[int], None] | None,
+) -> Encoded:
+    """Windows, length-sorted batches and token-weighted pooling around ``run``.
+
+    ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window (an array,
+    or anything with ``shape`` that NumPy can convert, read only after the last batch); the ONNX
+    session and PyTorch (:mod:`sqlheads.engine.torch_encoder`) both go through here, so their
+    windows, truncation and averaging cannot drift apart.
+    """
+    if long_text not in LONG_TEXT_MODES:
+        raise InvalidParameterError(
+            f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass 'window' or 'truncate'"
+        )
+    if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
+        raise InvalidParameterError(
+            f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
+        )
+    per_text = tokenizer.windows(texts, truncate=long_text == "truncate")
+    flat = [window for windows in per_text for window in windows]
+    owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
+    window_vectors = np.zeros((len(flat), dim), dtype=np.float32)
+    # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
+    lengths = np.array([len(w) for w in flat])
+    order = np.argsort(lengths, kind="stable")
+    # Outputs are read back after the last batch, not after each: a GPU's results (see
+    # torch_encoder) then copy to the host once, and the device never waits for the host.
+    pending = []
+    for chunk in length_batches(order, lengths, batch_size, batch_tokens):
+        ids, mask = tokenizer.pad([flat[i] for i in chunk])
+        out = run(ids, mask)
+        if out.shape[1] != dim:
+            raise DimensionMismatchError(
+                f"the encoder returns {out.shape[1]} dimensions but is registered "
+                f"with {dim}: register it again"
             )
-        if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
-            raise InvalidParameterError(
-                f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
-            )
-        per_text = self._tokenizer.windows(texts, truncate=long_text == "truncate")
-        flat = [window for windows in per_text for window in windows]
-        owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
-        window_vectors = np.zeros((len(flat), self.dim), dtype=np.float32)
-        # Sorting by length keeps padding, and so wasted arithmetic, to a minimum.
-        lengths = np.array([len(w) for w in flat])
-        order = np.argsort(lengths, kind="stable")
-        for chunk in length_batches(order, lengths, batch_size, batch_tokens):
-            ids, mask = self._tokenizer.pad([flat[i] for i in chunk])
-            out = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-            if out.shape[1] != self.dim:
-                raise DimensionMismatchError(
-                    f"the encoder graph returns {out.shape[1]} dimensions but is registered "
-                    f"with {self.dim}: register it again"
-                )
-            window_vectors[chunk] = out
-            if on_batch is not None:
-                on_batch(len(chunk))
-        weights = lengths.astype(np.float32)
-        vectors = np.zeros((len(per_text), self.dim), dtype=np.float32)
-        np.add.at(vectors, owner, window_vectors * weights[:, None])
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors /= np.maximum(norms, 1e-12)
-        return Encoded(vectors=vectors, windows=np.array([len(w) for w in per_text]))
+        pending.append((chunk, out))
+        if on_batch is not None:
+            on_batch(len(chunk))
+    for chunk, out in pending:
+        window_vectors[chunk] = np.asarray(out)
+    weights = lengths.astype(np.float32)
+    vectors = np.zeros((len(per_text), dim), dtype=np.float32)
+    np.add.at(vectors, owner, window_vectors * weights[:, None])
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors /= np.maximum(norms, 1e-12)
+    return Encoded(vectors=vectors, windows=np.array([len(w) for w in per_text]))
 
 
 def length_batches(

@@ -51,6 +51,18 @@ def _load_word_student(blob: bytes) -> Scorer:
     return students.WordStudent.from_bytes(blob)
 
 
+def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
+    """The teacher's and the encoder student's loader: their ONNX graph and its contract
+    (onnxruntime and the tokenizer only: scoring needs no PyTorch)."""
+
+    def load(blob: bytes) -> Scorer:
+        from sqlheads.engine.text_classifier import OnnxTextClassifier
+
+        return OnnxTextClassifier.from_bytes(blob, kind=kind)
+
+    return load
+
+
 KINDS: dict[str, ModelKind] = {
     "head": ModelKind(
         "head", "vector", _load_head, "MLP on stored vectors (gold labels, or a teacher's)"
@@ -61,16 +73,33 @@ KINDS: dict[str, ModelKind] = {
         _load_word_student,
         "token embeddings + width-3 convolution + MLP on raw text, distilled from a teacher",
     ),
+    # The blob is the fp32 ONNX classifier graph with its tokenizer and classes in the metadata
+    # (~438 MB for MPNet, ~91 MB for MiniLM): it scores text and gives soft labels again
+    # without PyTorch; fp32 because soft labels are the teacher's exact logits.
+    "teacher": ModelKind(
+        "teacher",
+        "text",
+        _text_classifier("teacher"),
+        "transformer sequence classifier fine-tuned on gold labels (fp32 ONNX), a sidecar job",
+    ),
+    "encoder_student": ModelKind(
+        "encoder_student",
+        "text",
+        _text_classifier("encoder_student"),
+        "small transformer (MiniLM) + classifier distilled from a teacher, int8 ONNX on raw text",
+    ),
 }
 
 # ``distill --student NAME`` -> the kind of model it produces.
-STUDENTS: dict[str, str] = {"word": "word_student", "head": "head"}
+STUDENTS: dict[str, str] = {"word": "word_student", "head": "head", "encoder": "encoder_student"}
 
 # Epochs and learning rate a student of each kind distils with unless told otherwise
 # (measured on Rotten Tomatoes with the mpnet-rt teacher: docs/benchmarks.md, "students").
 DISTILL_DEFAULTS: dict[str, tuple[int, float]] = {
     "word_student": (students.DEFAULT_EPOCHS, students.DEFAULT_LR),
     "head": (HeadParams.epochs, HeadParams.lr),
+    # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
+    "encoder_student": (3, 5e-5),
 }
 
 
@@ -90,7 +119,8 @@ def student_kind(student: str) -> ModelKind:
     if student not in STUDENTS:
         raise UnknownKindError(
             f"student kind {student!r} does not exist: pass one of {', '.join(STUDENTS)} "
-            "(word: a word-level student on raw text; head: a head on the set's vectors)"
+            "(word: a word-level student on raw text; head: a head on the set's vectors; "
+            "encoder: a small transformer fine-tuned on the soft labels)"
         )
     return KINDS[STUDENTS[student]]
 

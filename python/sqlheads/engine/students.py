@@ -164,15 +164,30 @@ def _with_softmax(net):
 
 
 @dataclass
-class WordStudent:
-    """A fitted word-level student; ``fit`` distils, ``predict_proba`` scores raw texts."""
+class FittedTextStudent:
+    """What every student that reads text holds once fitted (the word student, the encoder
+    student): its classes, loss curve, size, and the ONNX graph that is the model."""
 
-    params: WordStudentParams = field(default_factory=WordStudentParams)
     classes_: list[str] = field(default_factory=list, init=False)
     loss_curve_: list[float] = field(default_factory=list, init=False)
     n_parameters_: int = field(default=0, init=False)
     onnx_: bytes = field(default=b"", init=False, repr=False)
     parity_max_abs_diff_: float | None = field(default=None, init=False)
+
+    # -- persistence: the ONNX graph is the model -------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        return self.onnx_
+
+    def to_onnx(self) -> bytes:
+        return self.onnx_
+
+
+@dataclass
+class WordStudent(FittedTextStudent):
+    """A fitted word-level student; ``fit`` distils, ``predict_proba`` scores raw texts."""
+
+    params: WordStudentParams = field(default_factory=WordStudentParams)
 
     def __post_init__(self) -> None:
         self.params.validate()
@@ -328,14 +343,6 @@ class WordStudent:
         meta = self._session.get_modelmeta().custom_metadata_map
         self._tokens = TextTokens(meta["tokenizer_json"], int(meta["max_tokens"]))
         return meta
-
-    # -- persistence: the ONNX graph is the model -------------------------------------------------
-
-    def to_bytes(self) -> bytes:
-        return self.onnx_
-
-    def to_onnx(self) -> bytes:
-        return self.onnx_
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> WordStudent:

@@ -38,26 +38,28 @@ def find_teacher(store: Store, name: str) -> Teacher | None:
 
 
 def store_soft_labels(
-    store: Store, name: str, set_id: int, classes: list[str], keys: list[str], logits: list[bytes]
+    store: Store,
+    name: str,
+    set_id: int,
+    classes: list[str],
+    keys: list[str],
+    logits: list[bytes],
+    *,
+    model_id: int | None = None,
 ) -> Teacher:
     """Create teacher ``name`` or replace all of its soft labels (``logits``: float32 bytes, one
     per class in ``classes`` order, as :func:`sqlheads.store.vectors.pack_rows` makes them), in
-    one transaction."""
+    one transaction. ``model_id``: the fine-tuned teacher version they come from, if any."""
     t = s.teachers.c
+    values = {"set_id": set_id, "classes_json": json.dumps(classes), "model_id": model_id}
     with store.engine.begin() as c:
         teacher_id = c.execute(select(t.teacher_id).where(t.name == name)).scalar_one_or_none()
         if teacher_id is None:
             teacher_id = c.execute(
-                insert(s.teachers).values(
-                    name=name, set_id=set_id, classes_json=json.dumps(classes)
-                )
+                insert(s.teachers).values(name=name, **values)
             ).inserted_primary_key[0]
         else:
-            c.execute(
-                update(s.teachers)
-                .where(t.teacher_id == teacher_id)
-                .values(set_id=set_id, classes_json=json.dumps(classes))
-            )
+            c.execute(update(s.teachers).where(t.teacher_id == teacher_id).values(**values))
             c.execute(delete(s.soft_labels).where(s.soft_labels.c.teacher_id == teacher_id))
         if keys:
             c.execute(

@@ -1,0 +1,220 @@
+"""The encoder student: a small transformer (MiniLM) distilled on a teacher's soft labels.
+
+It fine-tunes the whole encoder with its classification layer through the shared loop of
+:mod:`sqlheads.engine.trainer`, on the tempered KL of :mod:`sqlheads.engine.losses` (the same
+loss as the word student), then ships as one int8 ONNX graph scored from raw text by
+onnxruntime. Two checks guard the export: the fp32 graph against PyTorch
+(:data:`sqlheads.engine.text_classifier.PARITY_TOLERANCE`), then the int8 graph against the fp32
+one (:data:`INT8_TOLERANCE`); either failing is refused (50010).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.kinds import DISTILL_DEFAULTS
+from sqlheads.engine.students import FittedTextStudent
+from sqlheads.engine.text_classifier import (
+    OnnxTextClassifier,
+    export_checked,
+    load_classifier,
+    max_probability_difference,
+    with_contract,
+)
+from sqlheads.engine.trainer import (
+    COMPILE_CHOICES,
+    PRECISIONS,
+    Tuner,
+    TunerParams,
+    data_fingerprint,
+)
+from sqlheads.errors import ExportParityError, InvalidParameterError, check_ranges
+
+KIND = "encoder_student"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+PARITY_ROWS = 32
+# int8 against fp32, largest difference of a class probability on the parity rows. Dynamic
+# int8 of MiniLM moves probabilities by a few thousandths on such rows (measured: see
+# docs/sidecar-teacher.md); beyond this the quantisation broke the classifier.
+INT8_TOLERANCE = 0.05
+# Epochs and learning rate unless told otherwise: decided once, in the kinds' registry.
+DEFAULT_EPOCHS, DEFAULT_LR = DISTILL_DEFAULTS[KIND]
+
+
+@dataclass
+class EncoderStudentParams:
+    """What the encoder student is made of; its epochs, lr and seed come from
+    :class:`DistillParams`, as for every student."""
+
+    model: str = DEFAULT_MODEL  # catalogue name or local Hugging Face directory
+    max_length: int = 128
+    batch_size: int = 32
+    warmup_ratio: float = 0.1
+    grad_accumulation: int = 1
+    patience: int = 2
+    compile: str = "auto"
+    precision: str = "auto"
+    max_steps: int | None = None
+    device: str = "auto"
+
+    def validate(self) -> EncoderStudentParams:
+        checks = [
+            (bool(str(self.model).strip()), "model", "naming a catalogue model or a directory"),
+            (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
+            (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
+        ]
+        check_ranges(self, checks)
+        self.tuner(DistillParams(epochs=1, lr=DEFAULT_LR))  # the shared knobs' own ranges
+        return self
+
+    def tuner(self, distill: DistillParams) -> TunerParams:
+        return TunerParams(
+            epochs=distill.epochs or DEFAULT_EPOCHS,
+            lr=distill.lr or DEFAULT_LR,
+            batch_size=self.batch_size,
+            max_length=self.max_length,
+            warmup_ratio=self.warmup_ratio,
+            grad_accumulation=self.grad_accumulation,
+            weight_decay=distill.weight_decay,
+            patience=self.patience,
+            compile=self.compile,
+            precision=self.precision,
+            seed=distill.seed,
+            max_steps=self.max_steps,
+        ).validate()
+
+
+@dataclass
+class EncoderStudent(FittedTextStudent):
+    """A fitted encoder student; ``fit`` distils, ``predict_proba`` scores raw texts (int8)."""
+
+    params: EncoderStudentParams = field(default_factory=EncoderStudentParams)
+    int8_max_abs_diff_: float | None = field(default=None, init=False)
+    int8_agreement_: float | None = field(default=None, init=False)
+    steps_: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.params.validate()
+        self._scorer: OnnxTextClassifier | None = None
+
+    def fit(
+        self,
+        texts: Sequence[str],
+        classes: Sequence[str],
+        teacher_logits: np.ndarray,
+        gold: np.ndarray,
+        *,
+        distill: DistillParams | None = None,
+        work_dir: Path | None = None,
+        on_step=None,
+    ) -> EncoderStudent:
+        """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
+        -1 where unlabelled), as :meth:`WordStudent.fit` does."""
+        import torch
+
+        from sqlheads.engine.devices import resolve_device
+        from sqlheads.engine.losses import distillation_loss
+        from sqlheads.engine.teacher import prepared
+
+        p = self.params
+        distill = (distill or DistillParams()).validate()
+        device = resolve_device(p.device)
+        model_dir, tokenizer, tokens_json = prepared(p.model, p.max_length)
+        ids = tokenizer.encode(texts, truncate=True)
+        self.classes_ = [str(c) for c in classes]
+        net = load_classifier(model_dir, len(self.classes_), distill.seed)
+        has_teacher = ~np.isnan(teacher_logits).any(axis=1)
+        teacher = torch.from_numpy(np.nan_to_num(teacher_logits).astype(np.float32)).to(device)
+        has_teacher_t = torch.from_numpy(has_teacher).to(device)
+        gold_t = torch.from_numpy(np.array(gold, dtype=np.int64)).to(device)  # a copy
+
+        def loss(logits, rows):
+            rows = rows.to(device)
+            return distillation_loss(
+                logits,
+                teacher[rows],
+                has_teacher_t[rows],
+                gold_t[rows],
+                temperature=distill.temperature,
+                gold_weight=distill.gold_weight,
+            )
+
+        tuner = Tuner(
+            p.tuner(distill),
+            device,
+            pad_id=tokenizer.pad_id,
+            work_dir=work_dir,
+            fingerprint={
+                "model": str(model_dir),
+                "data": data_fingerprint(ids, np.nan_to_num(teacher_logits)),
+                "distill": asdict(distill),
+            },
+        )
+        result = tuner.fit(net, ids, loss, on_step=on_step)
+        self.loss_curve_, self.steps_ = result.loss_curve, result.steps
+        self.n_parameters_ = int(sum(t.numel() for t in net.parameters()))
+        contract = {
+            "kind": KIND,
+            "classes": json.dumps(self.classes_),
+            "tokenizer_json": tokens_json,
+            "max_length": str(p.max_length),
+            "params": json.dumps(asdict(p)),
+            "parameters": str(self.n_parameters_),
+            "model_type": str(net.config.model_type),
+            "source": str(model_dir),
+        }
+        parity_texts = list(texts[:PARITY_ROWS])
+        fp32, self.parity_max_abs_diff_ = export_checked(
+            net, tokenizer, contract, parity_texts, "encoder student"
+        )
+        self.onnx_ = self._quantised(fp32, contract, parity_texts)
+        self._scorer = None
+        return self
+
+    def _quantised(self, fp32: bytes, contract: dict[str, str], texts: list[str]) -> bytes:
+        """Dynamic int8, checked against the fp32 graph; the feed-forward output projections
+        stay fp32 when quantising them too moves probabilities past the tolerance."""
+        from sqlheads.engine.export import FEED_FORWARD_OUTPUT, _quantize_int8
+
+        reference = OnnxTextClassifier(fp32).logits(texts)
+        for exclude in (None, FEED_FORWARD_OUTPUT):
+            graph = with_contract(_quantize_int8(fp32, exclude=exclude), contract)
+            got = OnnxTextClassifier(graph).logits(texts)
+            worst = max_probability_difference(got, reference)
+            if worst <= INT8_TOLERANCE:
+                self.int8_max_abs_diff_ = worst
+                self.int8_agreement_ = float(
+                    np.mean(got.argmax(axis=1) == reference.argmax(axis=1)) if len(texts) else 1.0
+                )
+                return graph
+        raise ExportParityError(
+            f"int8 quantisation of the encoder student moves probabilities by {worst:.3f} "
+            f"(> {INT8_TOLERANCE}) even with its feed-forward outputs in fp32: distil it "
+            "again, or report the onnxruntime version"
+        )
+
+    # -- scoring: the int8 graph ---------------------------------------------------------------
+
+    def _graph(self) -> OnnxTextClassifier:
+        if not self.onnx_:
+            raise InvalidParameterError("this student is not fitted: call fit first")
+        if self._scorer is None:
+            self._scorer = OnnxTextClassifier(self.onnx_)
+        return self._scorer
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        return self._graph().predict_proba(texts)
+
+    def predict(self, texts: Sequence[str]) -> np.ndarray:
+        return self._graph().predict(texts)
+
+
+def load(blob: bytes) -> OnnxTextClassifier:
+    """A stored encoder student, ready to score (onnxruntime only)."""
+    return OnnxTextClassifier.from_bytes(blob, kind=KIND)

@@ -1,0 +1,416 @@
+"""The fine-tuning loop shared by the teacher and the encoder student (no SQL, no export).
+
+A transformer sequence classifier learns from pre-tokenised rows through a loss the caller
+supplies (cross-entropy on gold labels for a teacher, the tempered KL of
+:mod:`sqlheads.engine.losses` for a student). The loop owns what makes fine-tuning cheap and
+safe: length-bucketed batches padded per batch, bf16 autocast where the device computes it
+natively, fused AdamW on CUDA, warm-up then linear decay, gradient accumulation, early stopping
+on a held-out slice of the training rows, atomic checkpoints that a killed process resumes from,
+``torch.compile`` when it pays, and DDP sharding when launched under ``torchrun``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from sqlheads.engine.devices import supports_bf16
+from sqlheads.engine.distillation import batch_order
+from sqlheads.engine.encoder import pad_ids
+from sqlheads.errors import CheckpointMismatchError, InvalidParameterError, check_ranges
+
+COMPILE_CHOICES = ("auto", "on", "off")
+PRECISIONS = ("auto", "bf16", "fp32")
+CHECKPOINT = "checkpoint.pt"
+BEST = "best.pt"
+# torch.compile's rule (stated, not measured here: no GPU in the build session). Compiling a
+# BERT-base classifier costs about a minute on a current GPU, and buys some 20 % of a ~0.1 s
+# step: it pays only past ~3,000 optimiser steps. Dynamic padding recompiles for new shapes
+# too, which this estimate leaves out on purpose (it only makes the rule more cautious).
+COMPILE_SECONDS = 60.0
+COMPILE_STEP_SECONDS = 0.1
+COMPILE_GAIN = 0.2
+
+
+@dataclass
+class TunerParams:
+    """Fine-tuning knobs, validated before any work (scikit-learn style)."""
+
+    epochs: int = 3
+    batch_size: int = 16
+    lr: float = 3e-5
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    grad_accumulation: int = 1
+    weight_decay: float = 0.01
+    validation_fraction: float = 0.1  # slice of the training rows that decides early stopping
+    patience: int = 2  # evaluations without improvement before stopping; 0: never stop early
+    eval_steps: int | None = None  # optimiser steps between evaluations; None: once per epoch
+    checkpoint_steps: int = 200  # optimiser steps between checkpoints (and at each evaluation)
+    compile: str = "auto"
+    precision: str = "auto"
+    seed: int = 0
+    max_steps: int | None = None  # stop after this many optimiser steps (CI, smoke runs)
+
+    def validate(self) -> TunerParams:
+        checks = [
+            (1 <= self.epochs <= 100, "epochs", "between 1 and 100"),
+            (1 <= self.batch_size <= 4096, "batch_size", "between 1 and 4096"),
+            (0 < self.lr <= 1e-2, "lr", "in (0, 0.01], e.g. 3e-5"),
+            (16 <= self.max_length <= 8192, "max_length", "between 16 and 8192"),
+            (0 <= self.warmup_ratio < 1, "warmup_ratio", "in [0, 1), e.g. 0.1"),
+            (1 <= self.grad_accumulation <= 1024, "grad_accumulation", "between 1 and 1024"),
+            (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1)"),
+            (0 < self.validation_fraction < 0.5, "validation_fraction", "in (0, 0.5)"),
+            (0 <= self.patience <= 100, "patience", "between 0 (no early stop) and 100"),
+            (
+                self.eval_steps is None or 1 <= self.eval_steps <= 1_000_000,
+                "eval_steps",
+                "between 1 and 1000000, or None (once per epoch)",
+            ),
+            (1 <= self.checkpoint_steps <= 1_000_000, "checkpoint_steps", "between 1 and 1000000"),
+            (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
+            (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
+            (0 <= self.seed < 2**32, "seed", "between 0 and 2**32 - 1"),
+            (
+                self.max_steps is None or 1 <= self.max_steps <= 10_000_000,
+                "max_steps",
+                "between 1 and 10000000, or None (all epochs)",
+            ),
+        ]
+        check_ranges(self, checks)
+        return self
+
+
+def should_compile(choice: str, device: torch.device, optimizer_steps: int) -> bool:
+    """``on``/``off`` as told; ``auto`` only on CUDA and only when the steps amortise the
+    compile time (:data:`COMPILE_SECONDS` against :data:`COMPILE_GAIN` of each step)."""
+    if choice in ("on", "off"):
+        return choice == "on"
+    saved = optimizer_steps * COMPILE_STEP_SECONDS * COMPILE_GAIN
+    return device.type == "cuda" and saved > COMPILE_SECONDS
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """bf16 autocast where the device supports it; asking for it elsewhere is refused."""
+    if precision == "bf16" and not supports_bf16(device):
+        raise InvalidParameterError(
+            f"precision='bf16' was asked for but device {device} does not compute bf16 "
+            "natively: pass precision='auto' (bf16 where supported) or 'fp32'"
+        )
+    return precision != "fp32" and supports_bf16(device)
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """This process's place under ``torchrun`` (one process, rank 0, when not launched so)."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def from_environment(cls, device: torch.device) -> Distributed:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return cls(dist.get_rank(), dist.get_world_size())
+
+    @property
+    def writes(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, batches: list[np.ndarray]) -> list[np.ndarray]:
+        """Every rank the same number of batches (DistributedSampler's rule, per bucket):
+        the tail that does not divide evenly is dropped for this epoch."""
+        usable = len(batches) - len(batches) % self.world_size
+        return batches[self.rank : usable : self.world_size]
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, row indices) -> loss
+StepHook = Callable[[int, int], None]  # (optimiser steps done, total steps planned)
+
+
+@dataclass
+class TuneResult:
+    steps: int
+    resumed_from: int  # the optimiser step a checkpoint resumed from; 0 for a fresh start
+    stopped_early: bool
+    best_validation_loss: float | None
+    loss_curve: list[float]  # mean training loss per evaluation interval
+    compiled: bool
+    bf16: bool
+    seconds: float
+
+
+class Tuner:
+    """Fine-tune ``model`` in place on token id lists; one call of :meth:`fit`."""
+
+    def __init__(
+        self,
+        params: TunerParams,
+        device: torch.device,
+        *,
+        pad_id: int,
+        work_dir: Path | None = None,
+        fingerprint: dict[str, Any] | None = None,
+    ) -> None:
+        self.params = params.validate()
+        self.device = device
+        self.pad_id = pad_id
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.fingerprint = _digest({"params": asdict(params), **(fingerprint or {})})
+
+    def fit(
+        self,
+        model: torch.nn.Module,
+        ids: Sequence[list[int]],
+        loss: LossFn,
+        *,
+        on_step: StepHook | None = None,
+    ) -> TuneResult:
+        """Train on ``ids`` (one token list per row); ``loss(logits, rows)`` scores a batch of
+        row indices. A slice of rows (:attr:`TunerParams.validation_fraction`) is held back
+        for early stopping; the best weights seen on it are the ones left in ``model``."""
+        started = time.perf_counter()
+        p, device = self.params, self.device
+        distributed = Distributed.from_environment(device)
+        torch.manual_seed(p.seed)
+        rows = np.random.default_rng(p.seed).permutation(len(ids))
+        n_valid = max(1, int(round(len(ids) * p.validation_fraction))) if p.patience else 0
+        valid, train = np.sort(rows[:n_valid]), rows[n_valid:]
+        if len(train) == 0:
+            raise InvalidParameterError(
+                f"{len(ids)} row(s) leave none to train on after the validation slice: "
+                "label more rows"
+            )
+        lengths = np.array([len(s) for s in ids])
+        per_epoch = math.ceil(
+            len(distributed.shard(_batches(train, lengths, p, 0))) / p.grad_accumulation
+        )
+        total = per_epoch * p.epochs
+        if p.max_steps is not None:
+            total = min(total, p.max_steps)
+        model.to(device)
+        bf16 = use_bf16(p.precision, device)
+        optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=p.lr,
+            weight_decay=p.weight_decay,
+            fused=device.type == "cuda",  # one kernel per step; not implemented on the CPU
+        )
+        from transformers import get_linear_schedule_with_warmup
+
+        schedule = get_linear_schedule_with_warmup(
+            optimizer, int(round(total * p.warmup_ratio)), max(total, 1)
+        )
+        state = _State()
+        resumed = self._resume(model, optimizer, schedule, state)
+        compiled = should_compile(p.compile, device, total - state.step)
+        forward = torch.compile(model) if compiled else model
+        if distributed.world_size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            forward = DistributedDataParallel(
+                forward, device_ids=[device.index] if device.type == "cuda" else None
+            )
+        eval_every = p.eval_steps or per_epoch
+        if on_step is not None:
+            on_step(state.step, total)
+        stop = state.step >= total or state.stopped_early
+        while not stop and state.epoch < p.epochs:
+            batches = distributed.shard(_batches(train, lengths, p, state.epoch))
+            model.train()
+            optimizer.zero_grad(set_to_none=True)
+            for position in range(state.position, len(batches)):
+                rows_t = torch.from_numpy(batches[position])
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                    logits = forward(**self._inputs(ids, batches[position])).logits
+                batch_loss = loss(logits.float(), rows_t) / p.grad_accumulation
+                batch_loss.backward()
+                state.interval_loss += float(batch_loss.item())
+                state.interval_batches += 1 / p.grad_accumulation
+                last = position == len(batches) - 1
+                if (position + 1) % p.grad_accumulation and not last:
+                    continue
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+                state.step += 1
+                state.position = position + 1
+                if state.step % eval_every == 0 or state.step >= total or last:
+                    self._evaluate(model, ids, valid, loss, bf16, state, distributed)
+                    self._checkpoint(model, optimizer, schedule, state, distributed)
+                    model.train()
+                elif state.step % p.checkpoint_steps == 0:
+                    self._checkpoint(model, optimizer, schedule, state, distributed)
+                if on_step is not None:
+                    on_step(state.step, total)
+                if state.step >= total or state.stopped_early:
+                    stop = True
+                    break
+            if not stop:
+                state.epoch, state.position = state.epoch + 1, 0
+        self._restore_best(model, state)
+        model.eval()
+        return TuneResult(
+            steps=state.step,
+            resumed_from=resumed,
+            stopped_early=state.stopped_early,
+            best_validation_loss=state.best,
+            loss_curve=state.curve,
+            compiled=compiled,
+            bf16=bf16,
+            seconds=time.perf_counter() - started,
+        )
+
+    # -- batches ---------------------------------------------------------------------------------
+
+    def _inputs(self, ids: Sequence[list[int]], rows: np.ndarray) -> dict[str, torch.Tensor]:
+        padded, mask = pad_ids([ids[i] for i in rows], self.pad_id)  # padded to this batch only
+        return {
+            "input_ids": torch.from_numpy(padded).to(self.device, non_blocking=True),
+            "attention_mask": torch.from_numpy(mask).to(self.device, non_blocking=True),
+        }
+
+    # -- early stopping --------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _evaluate(self, model, ids, valid, loss, bf16, state: _State, distributed) -> None:
+        state.curve.append(state.interval_loss / max(state.interval_batches, 1e-9))
+        state.interval_loss = state.interval_batches = 0.0
+        if len(valid) == 0:
+            return
+        model.eval()
+        total, order = 0.0, valid[np.argsort([len(ids[i]) for i in valid], kind="stable")]
+        for start in range(0, len(order), self.params.batch_size):
+            rows = order[start : start + self.params.batch_size]
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = model(**self._inputs(ids, rows)).logits
+            total += float(loss(logits.float(), torch.from_numpy(rows))) * len(rows)
+        # Every rank evaluates the same rows with the same weights: the same decision, with no
+        # collective needed.
+        mean = total / len(order)
+        if state.best is None or mean < state.best - 1e-6:
+            state.best, state.bad = mean, 0
+            if distributed.writes and self.work_dir is not None:
+                _atomic_save({"state_dict": model.state_dict()}, self.work_dir / BEST)
+            else:
+                state.best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            state.bad += 1
+            state.stopped_early = state.bad >= self.params.patience
+
+    def _restore_best(self, model, state: _State) -> None:
+        if state.best is None:
+            return  # never evaluated (no validation slice): the last weights are the model
+        if state.best_weights is not None:
+            model.load_state_dict(state.best_weights)
+        elif self.work_dir is not None and (self.work_dir / BEST).is_file():
+            saved = torch.load(self.work_dir / BEST, map_location=self.device, weights_only=True)
+            model.load_state_dict(saved["state_dict"])
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def _checkpoint(self, model, optimizer, schedule, state: _State, distributed) -> None:
+        if self.work_dir is None or not distributed.writes:
+            return  # only rank 0 writes; the others hold the same weights
+        _atomic_save(
+            {
+                "fingerprint": self.fingerprint,
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(),
+                "rng_cpu": torch.get_rng_state(),
+                "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "state": state.saved(),
+            },
+            self.work_dir / CHECKPOINT,
+        )
+
+    def _resume(self, model, optimizer, schedule, state: _State) -> int:
+        path = None if self.work_dir is None else self.work_dir / CHECKPOINT
+        if path is None or not path.is_file():
+            return 0
+        saved = torch.load(path, map_location=self.device, weights_only=False)
+        if saved["fingerprint"] != self.fingerprint:
+            raise CheckpointMismatchError(
+                f"the checkpoint in {self.work_dir} was written by another fine-tuning (other "
+                "rows, model or parameters): delete that folder to start over, or resume "
+                "with the same request"
+            )
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        torch.set_rng_state(saved["rng_cpu"])
+        if saved["rng_cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(saved["rng_cuda"])
+        state.load(saved["state"])
+        return state.step
+
+
+@dataclass
+class _State:
+    """Where the loop is: what a checkpoint must hold to continue exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # batches of this epoch already consumed
+    best: float | None = None
+    bad: int = 0
+    stopped_early: bool = False
+    interval_loss: float = 0.0
+    interval_batches: float = 0.0
+    curve: list[float] | None = None
+    best_weights: dict | None = None
+
+    def __post_init__(self) -> None:
+        self.curve = [] if self.curve is None else self.curve
+
+    def saved(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "best_weights"}
+
+    def load(self, saved: dict[str, Any]) -> None:
+        for key, value in saved.items():
+            setattr(self, key, value)
+
+
+def _batches(rows: np.ndarray, lengths: np.ndarray, p: TunerParams, epoch: int):
+    """This epoch's length-bucketed batches, a function of the seed and the epoch alone, so a
+    resumed run replays exactly the order the killed one was following."""
+    generator = np.random.default_rng([p.seed, epoch])
+    return [rows[b] for b in batch_order(len(rows), p.batch_size, generator, lengths[rows])]
+
+
+def _atomic_save(payload: dict[str, Any], path: Path) -> None:
+    """Write beside, then rename: a process killed mid-write leaves the previous file whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    torch.save(payload, partial)
+    os.replace(partial, path)
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def data_fingerprint(ids: Sequence[list[int]], targets: np.ndarray) -> str:
+    """What a checkpoint must have been trained on to be resumed: the rows and their targets."""
+    digest = hashlib.sha256()
+    for sequence in ids:
+        digest.update(np.asarray(sequence, dtype=np.int64).tobytes() + b"|")
+    digest.update(np.ascontiguousarray(targets).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,157 @@
+"""The encoder student: MiniLM distilled on soft labels, exported to int8 ONNX, scored from text.
+
+Real MiniLM weights, real onnxruntime, real SQLite; a few CPU steps on tens of rows (the
+mechanics and the export checks, not the student's accuracy).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from sqlheads import cli, host
+from sqlheads.engine import kinds
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.encoder_student import (
+    INT8_TOLERANCE,
+    EncoderStudent,
+    EncoderStudentParams,
+)
+from sqlheads.engine.text_classifier import PARITY_TOLERANCE
+from sqlheads.errors import InvalidParameterError, UnknownKindError
+from sqlheads.store import schema
+from sqlheads.store.repository import Store
+
+LABELS = "SELECT item_key, label FROM reviews"
+SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
+TINY = EncoderStudentParams(max_length=32, batch_size=8, max_steps=3, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny(rt_sample) -> pd.DataFrame:
+    """40 reviews, 20 of each class, and a teacher's logits for each (confident, 10 % wrong)."""
+    rows = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    positive = (rows["label"] == "positive").to_numpy(copy=True)
+    positive[::10] = ~positive[::10]
+    rows["negative"] = np.where(positive, -1.5, 1.5)
+    rows["positive"] = -rows["negative"]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def fitted(tiny: pd.DataFrame) -> EncoderStudent:
+    logits = tiny[["negative", "positive"]].to_numpy(np.float32)
+    gold = (tiny["label"] == "positive").astype(int).to_numpy()
+    return EncoderStudent(TINY).fit(
+        tiny["text"].tolist(),
+        ["negative", "positive"],
+        logits,
+        gold,
+        distill=DistillParams(epochs=1, lr=5e-5),
+    )
+
+
+def test_the_export_is_checked_fp32_against_pytorch_and_int8_against_fp32(fitted, tiny):
+    # Measured agreement, recorded on the student (and in its version's metrics by distill).
+    assert fitted.parity_max_abs_diff_ is not None and fitted.parity_max_abs_diff_ <= 1e-3
+    assert PARITY_TOLERANCE == 1e-3
+    assert fitted.int8_max_abs_diff_ is not None and fitted.int8_max_abs_diff_ <= INT8_TOLERANCE
+    assert fitted.int8_agreement_ is not None and 0.9 <= fitted.int8_agreement_ <= 1
+    graph = onnx.load_from_string(fitted.to_bytes())
+    meta = {p.key: p.value for p in graph.metadata_props}
+    assert meta["kind"] == "encoder_student" and json.loads(meta["classes"]) == [
+        "negative",
+        "positive",
+    ]
+    assert meta["max_length"] == "32" and "tokenizer_json" in meta
+    # dynamic int8: integer weights in the graph, ~4x smaller than MiniLM's 91 MB fp32 graph
+    assert any(i.data_type == onnx.TensorProto.INT8 for i in graph.graph.initializer)
+    assert len(fitted.to_bytes()) < 40e6
+    assert fitted.n_parameters_ > 20e6 and fitted.steps_ == 3
+
+
+def test_a_stored_blob_scores_text_alone_as_the_fitted_student(fitted, tiny):
+    loaded = kinds.model_kind("encoder_student").load(fitted.to_bytes())
+    texts = tiny["text"].tolist()[:10]
+    np.testing.assert_allclose(loaded.predict_proba(texts), fitted.predict_proba(texts), atol=1e-6)
+    assert loaded.classes_ == ["negative", "positive"]
+    with pytest.raises(InvalidParameterError, match="not a teacher"):
+        kinds.model_kind("teacher").load(fitted.to_bytes())
+
+
+def test_encoder_is_a_student_of_distill():
+    assert kinds.student_kind("encoder").name == "encoder_student"
+    assert kinds.model_kind("encoder_student").reads == "text"
+    with pytest.raises(UnknownKindError, match="encoder"):
+        kinds.student_kind("transformer")
+    with pytest.raises(InvalidParameterError, match="max_length"):
+        EncoderStudentParams(max_length=4).validate()
+
+
+def test_distill_an_encoder_student_then_predict_into_latest_predictions(
+    store: Store, tiny: pd.DataFrame
+):
+    tiny[["item_key", "text", "label"]].to_sql("reviews", store.engine, index=False)
+    tiny[["item_key", "negative", "positive"]].to_sql("teacher_logits", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    result = CliRunner().invoke(
+        cli.app,
+        [
+            "--url",
+            str(store.engine.url),
+            "distill",
+            "--head",
+            "sent",
+            "--set",
+            "reviews",
+            "--labels",
+            LABELS,
+            "--soft-labels",
+            SOFT,
+            "--student",
+            "encoder",
+            "--max-length",
+            "32",
+            "--max-steps",
+            "2",
+            "--batch-size",
+            "8",
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = host.models(store).iloc[0]
+    assert summary["kind"] == "encoder_student" and summary["teacher"] == "sent_teacher"
+    assert summary["is_deployed"] == 1  # the head's first version, if-better
+    with store.engine.connect() as c:
+        stored = c.execute(select(schema.models.c.metrics_json)).first()
+    metrics = json.loads(stored.metrics_json)
+    assert metrics["int8_max_abs_diff"] <= INT8_TOLERANCE and "int8_agreement" in metrics
+    # The same teacher reused by name, as run_teacher does: no soft-labels query this time.
+    again = host.distill(
+        store,
+        head="sent",
+        set_name="reviews",
+        labels=LABELS,
+        student="encoder",
+        teacher="sent_teacher",
+        max_length=32,
+        max_steps=1,
+        batch_size=8,
+        device="cpu",
+        deploy="never",
+    )
+    assert again["version"] == 2 and again["kind"] == "encoder_student"
+
+    scored = host.predict(store, head="sent", set_name="reviews")
+    assert scored["kind"] == "encoder_student" and scored["rows"] == len(tiny)
+    latest = store.read_view("latest_predictions", head="sent")
+    assert len(latest) == len(tiny) and set(latest["label"]) <= {"negative", "positive"}
+    assert (latest["version"] == 1).all()

@@ -1,0 +1,295 @@
+"""Teacher fine-tuning and the teacher job: real MiniLM weights, real SQLite, a few CPU steps.
+
+Fine-tuning here is tiny (tens of rows, 32 tokens, a handful of optimiser steps): these tests
+check the mechanics (resume after a real SIGKILL, early stopping, the compile rule, refusals,
+soft labels and versions stored by the job), not the teacher's accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sqlalchemy import select
+
+from sqlheads import host
+from sqlheads.engine.catalog import catalog_encoder
+from sqlheads.engine.evaluation import stratified_split
+from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+from sqlheads.engine.trainer import BEST, CHECKPOINT, should_compile, use_bf16
+from sqlheads.errors import (
+    CheckpointMismatchError,
+    DeviceUnavailableError,
+    ForeignSoftLabelsError,
+    InvalidParameterError,
+    JobCancelledError,
+    QueryShapeError,
+    UnknownKindError,
+    UnsupportedTeacherError,
+)
+from sqlheads.store import schema
+from sqlheads.store.repository import Store
+from sqlheads.store.soft_labels import store_soft_labels
+from sqlheads.teacher_job import run_teacher, validate_teacher_request
+
+MINILM = "all-MiniLM-L6-v2"
+LABELS = "SELECT item_key, label FROM reviews"
+TINY = {"max_length": 32, "batch_size": 8, "epochs": 1}
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny(rt_sample) -> pd.DataFrame:
+    """40 reviews, 20 of each class."""
+    return pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+
+
+@pytest.fixture
+def tiny_store(store: Store, tiny: pd.DataFrame) -> Store:
+    tiny.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    return store
+
+
+# -- the fine-tuning loop ---------------------------------------------------------------------
+
+KILLED_RUN = """
+import sys, time
+from sqlheads import datasets
+from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+rows = datasets.rotten_tomatoes().sample(48, random_state=0)
+params = TeacherParams(**{params})
+TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1]).fit(
+    rows.text.tolist(), rows.label.astype(str).tolist(),
+    on_step=lambda done, total: time.sleep(2),  # time for the test to kill it mid-run
+)
+"""
+
+
+def _fit(work_dir: Path | None, model: str = MINILM, **params):
+    from sqlheads import datasets
+
+    rows = datasets.rotten_tomatoes().sample(48, random_state=0)
+    teacher = TeacherClassifier(model, TeacherParams(**params), work_dir=work_dir)
+    return teacher.fit(rows.text.tolist(), rows.label.astype(str).tolist()), rows
+
+
+def test_a_killed_fine_tuning_resumes_from_its_checkpoint_not_from_zero(tmp_path):
+    params = TINY | {"max_steps": 5, "checkpoint_steps": 1, "patience": 0}
+    work_dir = tmp_path / "work"
+    script = KILLED_RUN.replace("{params}", repr(params))
+    process = subprocess.Popen([sys.executable, "-c", script, str(work_dir)], env=os.environ)
+    deadline = time.monotonic() + 240
+    while not (work_dir / CHECKPOINT).is_file():
+        assert process.poll() is None, "the fine-tuning ended before its first checkpoint"
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)  # a real kill: no handler, no cleanup
+    process.wait()
+    saved_step = torch.load(work_dir / CHECKPOINT, weights_only=False)["state"]["step"]
+    assert 1 <= saved_step < 5
+
+    resumed, rows = _fit(work_dir, **params)
+    assert resumed.result_.resumed_from == saved_step  # continued, not restarted
+    assert resumed.result_.steps == 5
+    # The same steps as a run never killed: same batches, same RNG, same optimiser state.
+    straight, _ = _fit(None, **params)
+    texts = rows.text.tolist()[:8]
+    np.testing.assert_allclose(resumed.logits(texts), straight.logits(texts), atol=1e-4)
+
+    with pytest.raises(CheckpointMismatchError) as error:  # another request, same folder
+        _fit(work_dir, **(params | {"lr": 1e-4}))
+    assert error.value.number == 50058 and "delete that folder" in error.value.message
+
+
+def test_early_stopping_stops_when_the_validation_slice_gets_worse_and_keeps_the_best(
+    tmp_path,
+):
+    # A learning rate far too high for a transformer: the held-back slice's loss climbs.
+    params = TINY | {"lr": 1e-2, "max_steps": 12, "eval_steps": 1, "patience": 1}
+    teacher, rows = _fit(tmp_path, **params)
+    result = teacher.result_
+    assert result.stopped_early and result.steps < 12
+    assert result.best_validation_loss is not None
+    assert len(result.loss_curve) == result.steps  # one evaluation per step
+    best = torch.load(tmp_path / BEST, weights_only=True)["state_dict"]
+    kept = teacher.model_.state_dict()
+    assert all(torch.equal(best[name].cpu(), kept[name].cpu()) for name in best)
+    last = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    assert not all(torch.equal(last[name], best[name]) for name in best)  # not the last weights
+
+
+def test_compile_is_chosen_by_rule_only_on_cuda_when_the_steps_amortise_it():
+    cuda = torch.device("cuda:0")
+    assert not should_compile("auto", CPU, 10**7)  # never by rule on the CPU
+    assert not should_compile("auto", cuda, 100)  # a minute of compiling for seconds of steps
+    assert should_compile("auto", cuda, 100_000)
+    assert should_compile("on", CPU, 1) and not should_compile("off", cuda, 10**7)
+    assert not use_bf16("auto", CPU)
+    with pytest.raises(InvalidParameterError, match="bf16"):
+        use_bf16("bf16", CPU)
+
+
+@pytest.mark.skipif(
+    not catalog_encoder("all-mpnet-base-v2").installed(), reason="all-mpnet-base-v2 not installed"
+)
+def test_mpnet_fine_tunes_a_couple_of_steps():
+    teacher, rows = _fit(
+        None, "all-mpnet-base-v2", max_length=32, batch_size=4, epochs=1, max_steps=2, patience=0
+    )
+    assert teacher.model_.config.model_type == "mpnet"
+    assert teacher.result_.steps == 2
+    assert teacher.logits(rows.text.tolist()[:3]).shape == (3, 2)
+
+
+# -- refusals --------------------------------------------------------------------------------
+
+
+def test_a_directory_of_another_family_is_refused_naming_its_model_type(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(UnsupportedTeacherError) as error:
+        TeacherClassifier(tmp_path)
+    assert error.value.number == 50056 and "'gpt2'" in error.value.message
+
+
+def test_a_gpu_asked_for_on_a_machine_without_one_is_refused(tiny_store: Store):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(DeviceUnavailableError) as error:
+        host.distill(
+            tiny_store,
+            head="sent",
+            set_name="reviews",
+            labels=LABELS,
+            student="encoder",
+            soft_labels="SELECT item_key, 0.0 AS negative, 1.0 AS positive FROM reviews",
+            device="cuda",
+        )
+    assert error.value.number == 50055
+    assert host.models(tiny_store).empty
+
+
+@pytest.mark.parametrize(
+    ("parameters", "error", "match"),
+    [
+        ({}, QueryShapeError, "needs labels"),
+        ({"labels": LABELS, "student": ["word"]}, InvalidParameterError, "does not know"),
+        ({"labels": LABELS, "students": ["head"]}, UnknownKindError, "encoder"),
+        ({"labels": LABELS, "epochs": 0}, InvalidParameterError, "epochs"),
+        ({"labels": LABELS, "lr": "fast"}, InvalidParameterError, "wrong type"),
+        ({"labels": LABELS, "deploy": "sometimes"}, InvalidParameterError, "deploy"),
+        ({"labels": LABELS, "compile": "maybe"}, InvalidParameterError, "compile"),
+        ({"labels": LABELS, "test_fraction": 1.5}, InvalidParameterError, "test_fraction"),
+    ],
+)
+def test_bad_teacher_requests_are_refused_with_numbers(parameters, error, match):
+    with pytest.raises(error, match=match):
+        validate_teacher_request(parameters)
+
+
+def test_a_teacher_request_is_completed_with_defaults_and_stays_json():
+    request = validate_teacher_request({"labels": LABELS, "students": "word", "max_steps": 3})
+    assert request["model"] == "all-mpnet-base-v2" and request["students"] == ["word"]
+    assert request["student_model"] == MINILM and request["deploy"] == "if-better"
+    assert request["max_steps"] == 3 and request["epochs"] == TeacherParams.epochs
+    assert json.loads(json.dumps(request)) == request
+
+
+def test_soft_labels_of_another_set_are_refused_before_any_work(
+    tiny_store: Store, tiny: pd.DataFrame, tmp_path
+):
+    tiny.head(10).to_sql("other", tiny_store.engine, index=False)
+    host.embed(tiny_store, set_name="other", source="SELECT item_key, text FROM other")
+    other = tiny_store.require_set("other")
+    store_soft_labels(tiny_store, "sent_teacher", other.set_id, ["negative", "positive"], [], [])
+    calls = []
+    with pytest.raises(ForeignSoftLabelsError) as error:
+        _job(tiny_store, tmp_path, lambda *call: calls.append(call))
+    assert error.value.number == 50021 and calls == []
+
+
+# -- the job end to end ------------------------------------------------------------------------
+
+
+def _job(store: Store, tmp_path: Path, progress, **parameters):
+    return run_teacher(
+        store,
+        head="sent",
+        set_name="reviews",
+        device=CPU,
+        work_dir=tmp_path / "job",
+        progress=progress,
+        labels=LABELS,
+        **parameters,
+    )
+
+
+def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
+    tiny_store: Store, tiny: pd.DataFrame, tmp_path
+):
+    calls: list[tuple] = []
+    arguments = {"model": MINILM, "max_steps": 3, "deploy": "always", **TINY}
+    summary = _job(tiny_store, tmp_path, lambda *call: calls.append(call), **arguments)
+    assert json.loads(json.dumps(summary)) == summary  # the job's result_json
+
+    versions = host.models(tiny_store).set_index(["head", "version"])
+    assert versions.loc[("sent_teacher", 1), "kind"] == "teacher"
+    assert versions.loc[("sent", 1), "kind"] == "encoder_student"
+    assert versions.loc[("sent", 2), "kind"] == "word_student"
+    assert (versions.loc["sent", "teacher"] == "sent_teacher").all()
+
+    # The held-out rows are distill's: same labels, same seed; the teacher never learnt them.
+    keys, labels = tiny["item_key"].astype(str), tiny["label"].astype(str)
+    _, test_rows = stratified_split(keys, labels, test_fraction=0.2, seed=0)
+    teacher = summary["teacher"]
+    assert teacher["rows_test"] == int(test_rows.sum())
+    assert teacher["rows_train"] == len(tiny) - int(test_rows.sum())
+    assert summary["students"]["encoder"]["rows_test"] == teacher["rows_test"]
+    assert 0 <= teacher["metrics"]["accuracy"] <= 1  # the teacher's held-out accuracy
+    assert teacher["metrics"]["steps"] == 3 and teacher["metrics"]["parity_max_abs_diff"] < 1e-3
+
+    # Soft labels for every row of the source, under a teachers row naming the version.
+    with tiny_store.engine.connect() as c:
+        row = c.execute(select(schema.teachers).where(schema.teachers.c.name == "sent_teacher"))
+        stored = row.one()
+        count = c.execute(
+            select(schema.soft_labels.c.item_key).where(
+                schema.soft_labels.c.teacher_id == stored.teacher_id
+            )
+        ).all()
+    assert stored.model_id == teacher["model_id"] and len(count) == len(tiny)
+
+    # Every version predicts into latest_predictions once deployed, scored from raw text.
+    for head, version in (("sent_teacher", 1), ("sent", 1), ("sent", 2)):
+        host.deploy(tiny_store, head=head, version=version)
+        assert host.predict(tiny_store, head=head, set_name="reviews")["rows"] == len(tiny)
+        latest = tiny_store.read_view("latest_predictions", head=head)
+        assert len(latest) == len(tiny) and (latest["version"] == version).all()
+
+    stages = {s for _, _, s in calls}
+    assert {"teacher: fine-tuning", "teacher: soft labels", "done"} <= stages
+    assert any(s and s.startswith("student 1/2: encoder") for s in stages)
+
+    # Claimed again (a sidecar restarted after the job finished its stages): nothing twice.
+    again = _job(tiny_store, tmp_path, lambda *call: None, **arguments)
+    assert again["teacher"] == summary["teacher"]
+    assert len(host.models(tiny_store)) == 3
+
+
+def test_a_cancelled_teacher_job_propagates_and_stores_nothing(tiny_store: Store, tmp_path):
+    def progress(done, total, stage):
+        if stage == "teacher: fine-tuning" and done >= 1:
+            raise JobCancelledError("job 1 was cancelled")
+
+    with pytest.raises(JobCancelledError):
+        _job(tiny_store, tmp_path, progress, model=MINILM, max_steps=3, **TINY)
+    assert host.models(tiny_store).empty
