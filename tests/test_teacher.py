@@ -25,7 +25,7 @@ from sqlheads import host
 from sqlheads.engine.catalog import catalog_encoder
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
-from sqlheads.engine.trainer import BEST, CHECKPOINT, should_compile, use_bf16
+from sqlheads.engine.trainer import BEST, CHECKPOINT, Distributed, should_compile, use_bf16
 from sqlheads.errors import (
     CheckpointMismatchError,
     DeviceUnavailableError,
@@ -137,6 +137,16 @@ def test_compile_is_chosen_by_rule_only_on_cuda_when_the_steps_amortise_it():
     assert not use_bf16("auto", CPU)
     with pytest.raises(InvalidParameterError, match="bf16"):
         use_bf16("bf16", CPU)
+
+
+def test_under_torchrun_each_rank_takes_an_equal_disjoint_share_and_only_rank_0_writes():
+    batches = [np.array([i]) for i in range(7)]
+    ranks = [Distributed(rank, 2) for rank in (0, 1)]
+    shares = [d.shard(batches) for d in ranks]
+    assert [len(s) for s in shares] == [3, 3]  # the odd batch is dropped, as DistributedSampler
+    assert not {int(b[0]) for b in shares[0]} & {int(b[0]) for b in shares[1]}
+    assert ranks[0].writes and not ranks[1].writes
+    assert Distributed().shard(batches) == batches
 
 
 @pytest.mark.skipif(
