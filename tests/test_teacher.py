@@ -212,6 +212,7 @@ def test_a_teacher_request_is_completed_with_defaults_and_stays_json():
     assert request["student_model"] == MINILM and request["deploy"] == "if-better"
     assert request["max_steps"] == 3 and request["epochs"] == TeacherParams.epochs
     assert json.loads(json.dumps(request)) == request
+    assert validate_teacher_request(request) == request  # the queue stores it; valid again
 
 
 def test_soft_labels_of_another_set_are_refused_before_any_work(
