@@ -25,7 +25,7 @@ from sqlheads import host
 from sqlheads.engine.catalog import catalog_encoder
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
-from sqlheads.engine.trainer import BEST, CHECKPOINT, should_compile, use_bf16
+from sqlheads.engine.trainer import BEST, CHECKPOINT, Distributed, should_compile, use_bf16
 from sqlheads.errors import (
     CheckpointMismatchError,
     DeviceUnavailableError,
@@ -139,6 +139,50 @@ def test_compile_is_chosen_by_rule_only_on_cuda_when_the_steps_amortise_it():
         use_bf16("bf16", CPU)
 
 
+def test_under_torchrun_each_rank_takes_an_equal_disjoint_share_and_only_rank_0_writes():
+    batches = [np.array([i]) for i in range(7)]
+    ranks = [Distributed(rank, 2) for rank in (0, 1)]
+    shares = [d.shard(batches) for d in ranks]
+    assert [len(s) for s in shares] == [3, 3]  # the odd batch is dropped, as DistributedSampler
+    assert not {int(b[0]) for b in shares[0]} & {int(b[0]) for b in shares[1]}
+    assert ranks[0].writes and not ranks[1].writes
+    assert Distributed().shard(batches) == batches
+
+
+DDP_RUN = """
+import json, os, sys
+from sqlheads import datasets
+from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+rows = datasets.rotten_tomatoes().sample(64, random_state=0)
+params = TeacherParams(max_length=32, batch_size=8, epochs=1, max_steps=3, eval_steps=1)
+teacher = TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1])
+teacher.fit(rows.text.tolist(), rows.label.astype(str).tolist())
+weights = teacher.model_.classifier.weight.detach()
+print("RESULT", json.dumps({"rank": int(os.environ["RANK"]), "steps": teacher.result_.steps,
+      "weights": weights.flatten()[:8].tolist()}), flush=True)
+"""
+
+
+def test_fine_tuning_under_torchrun_keeps_the_ranks_in_step(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_RUN)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+        + [str(script), str(tmp_path / "work")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ranks = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    assert all(r["steps"] == 3 for r in ranks)
+    # gradients all-reduced: both ranks hold the same weights after their different shares
+    np.testing.assert_allclose(ranks[0]["weights"], ranks[1]["weights"], atol=1e-6)
+    assert (tmp_path / "work" / CHECKPOINT).is_file()  # written once, by rank 0
+
+
 @pytest.mark.skipif(
     not catalog_encoder("all-mpnet-base-v2").installed(), reason="all-mpnet-base-v2 not installed"
 )
@@ -202,6 +246,7 @@ def test_a_teacher_request_is_completed_with_defaults_and_stays_json():
     assert request["student_model"] == MINILM and request["deploy"] == "if-better"
     assert request["max_steps"] == 3 and request["epochs"] == TeacherParams.epochs
     assert json.loads(json.dumps(request)) == request
+    assert validate_teacher_request(request) == request  # the queue stores it; valid again
 
 
 def test_soft_labels_of_another_set_are_refused_before_any_work(

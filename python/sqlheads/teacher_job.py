@@ -37,19 +37,6 @@ from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 JobProgress = Callable[[int, int | None, str | None], None]
 
 STUDENTS = ("encoder", "word")
-KNOBS = (
-    "epochs",
-    "batch_size",
-    "lr",
-    "max_length",
-    "warmup_ratio",
-    "grad_accumulation",
-    "patience",
-    "compile",
-    "precision",
-    "seed",
-    "max_steps",
-)
 DEFAULTS: dict[str, Any] = {
     "source": None,
     "model": "all-mpnet-base-v2",
@@ -69,7 +56,10 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
     :class:`sqlheads.engine.teacher.TeacherParams` — JSON-serialisable values only."""
     from sqlheads.engine.teacher import TeacherParams
 
-    known = {"labels", *DEFAULTS, *KNOBS}
+    # Every field of TeacherParams is accepted (a request completed once is valid again: the
+    # queue stores the completed parameters and the sidecar passes them back).
+    knob_names = [f.name for f in fields(TeacherParams)]
+    known = {"labels", *DEFAULTS, *knob_names}
     unknown = sorted(set(parameters) - known)
     if unknown:
         raise InvalidParameterError(
@@ -107,7 +97,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             f"test_fraction={request['test_fraction']!r} must be between 0 and 1, e.g. 0.2"
         )
     try:
-        knobs = TeacherParams(**{k: request[k] for k in KNOBS if k in request}).validate()
+        knobs = TeacherParams(**{k: request[k] for k in knob_names if k in request}).validate()
     except TypeError as error:  # a wrong type (a string for a number) fails the comparisons
         raise InvalidParameterError(f"a fine-tuning knob has the wrong type: {error}") from None
     request |= asdict(knobs)
@@ -152,6 +142,9 @@ def run_teacher(
 
     source = request["source"] or embedding_set.source_query
     labelled = host._read_labels(store, request["labels"])
+    procedures._refuse_duplicate_keys(labelled["item_key"].tolist())
+    # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
+    labelled = labelled[procedures._present(labelled["label"], "text")]
     texts = host._read_texts(store, source, set_name)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
@@ -168,7 +161,7 @@ def run_teacher(
     )
     summary = stages.get("teacher")
     if summary is None:
-        knobs = TeacherParams(**{k: request[k] for k in KNOBS})
+        knobs = TeacherParams(**{f.name: request[f.name] for f in fields(TeacherParams)})
         progress(0, None, "teacher: loading")
         teacher = TeacherClassifier(
             request["model"], knobs, device=device, work_dir=work_dir / "teacher"
@@ -235,6 +228,10 @@ def run_teacher(
         }
         stages.put("teacher", summary)
         del teacher  # frees the teacher's memory (a GPU's) before the students
+        if getattr(device, "type", "cpu") == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
     students: dict[str, Any] = {}
     for number, student in enumerate(request["students"]):
         done = stages.get(f"student:{student}")

@@ -267,33 +267,12 @@ class WordStudent(FittedTextStudent):
         return worst
 
     def _export(self, net, tokens: TextTokens, tokenizer_json: str) -> bytes:
-        import io
-        import warnings
-
         import onnx
-        import torch
 
-        sample_ids, sample_mask = tokens.pad([[tokens.pad_id + 1] * 3, [tokens.pad_id + 1] * 5])
-        buffer = io.BytesIO()
-        # The TorchScript exporter, as for encoders (engine/export.py): one self-contained
-        # graph with dynamic batch and length; it warns that it is the legacy path.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            torch.onnx.export(
-                _with_softmax(net),
-                (torch.from_numpy(sample_ids), torch.from_numpy(sample_mask)),
-                buffer,
-                input_names=["input_ids", "attention_mask"],
-                output_names=["probabilities"],
-                dynamic_axes={
-                    "input_ids": {0: "batch", 1: "tokens"},
-                    "attention_mask": {0: "batch", 1: "tokens"},
-                    "probabilities": {0: "batch"},
-                },
-                opset_version=17,
-                dynamo=False,
-            )
-        model = onnx.load_from_string(buffer.getvalue())
+        from sqlheads.engine.text_classifier import trace_text_model
+
+        sample = tokens.pad([[tokens.pad_id + 1] * 3, [tokens.pad_id + 1] * 5])
+        model = onnx.load_from_string(trace_text_model(_with_softmax(net), sample, "probabilities"))
         contract = {
             "kind": KIND,
             "classes": json.dumps(self.classes_),

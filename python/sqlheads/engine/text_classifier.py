@@ -157,26 +157,36 @@ def _trace(model, tokenizer: Tokenizer) -> bytes:
     sample = tokenizer.pad(
         tokenizer.encode(["A short one.", "A longer text, to pad."], truncate=True)
     )
-    buffer = io.BytesIO()
     try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tracer warnings: the parity check decides
-            torch.onnx.export(
-                Logits().eval(),
-                (torch.from_numpy(sample[0]), torch.from_numpy(sample[1])),
-                buffer,
-                input_names=["input_ids", "attention_mask"],
-                output_names=["logits"],
-                dynamic_axes={
-                    "input_ids": {0: "batch", 1: "tokens"},
-                    "attention_mask": {0: "batch", 1: "tokens"},
-                    "logits": {0: "batch"},
-                },
-                opset_version=17,
-                dynamo=False,
-            )
+        return trace_text_model(Logits().eval(), sample, "logits")
     finally:
         model.set_attn_implementation(previous)
+
+
+def trace_text_model(module, sample: tuple[np.ndarray, np.ndarray], output: str) -> bytes:
+    """A module of ``(input_ids, attention_mask)`` as one self-contained ONNX graph, dynamic in
+    batch and length. The TorchScript exporter, as for encoders (engine/export.py): it warns
+    that it is the legacy path, and the tracer warns about constants; the callers' parity
+    checks decide whether the graph is right."""
+    import torch
+
+    buffer = io.BytesIO()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            module,
+            (torch.from_numpy(sample[0]), torch.from_numpy(sample[1])),
+            buffer,
+            input_names=["input_ids", "attention_mask"],
+            output_names=[output],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "tokens"},
+                "attention_mask": {0: "batch", 1: "tokens"},
+                output: {0: "batch"},
+            },
+            opset_version=17,
+            dynamo=False,
+        )
     return buffer.getvalue()
 
 
