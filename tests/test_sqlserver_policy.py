@@ -11,13 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import sqlheads_sql
 from sqlserver_tsql import ROOT, procedure_parameters, strip_comments_and_strings
 
 from sqlheads import procedures
 from sqlheads.engine.heads import HeadParams
-from sqlheads.errors import ERRORS
+from sqlheads.errors import ERRORS, InvalidParameterError
 
 CURRENT = sqlheads_sql.object_files()
 BY_NAME = {sqlheads_sql.object_name(p)[1]: p for p in CURRENT}
@@ -388,3 +389,12 @@ def test_claims_read_past_locked_rows_and_cancels_lock_the_row() -> None:
 
     assert CLAIM_HINT == "WITH (UPDLOCK, READPAST, ROWLOCK)"
     assert "FROM heads.job_queue AS q WITH (UPDLOCK, ROWLOCK)" in code(BY_NAME["heads.cancel_job"])
+
+
+def test_heads_distill_refuses_the_encoder_student_which_belongs_to_the_sidecar() -> None:
+    """Fine-tuning a transformer inside SQL Server's external-script runtime would take the
+    server's CPUs for minutes: the call comes back as a numbered refusal naming the sidecar."""
+    frame = pd.DataFrame({"item_key": ["a"], "label": ["x"], "logits": [b""], "text": ["t"]})
+    _, number, message = procedures.sql_server_call("distill", frame, student="encoder")
+    assert number == InvalidParameterError.number
+    assert "heads.request_teacher" in message

@@ -915,6 +915,13 @@ def sql_server_call(
     types = RESULT_TYPES[verb]
     os.environ["SQLHEADS_CACHE"] = server_cache_dir()
     try:
+        if verb == "distill" and params.get("student") in kinds.SIDECAR_STUDENTS:
+            raise InvalidParameterError(
+                f"student {params['student']!r} fine-tunes a transformer, which SQL Server's "
+                "external scripts must not do: request it from the sidecar with "
+                "EXEC heads.request_teacher ..., @students = N'encoder' (or `sqlheads distill "
+                "--student encoder` on a machine with a GPU)"
+            )
         output = function(input_data, **sql_server_parameters(function, params))
         return typed_frame(output, types), 0, ""
     except SqlheadsError as error:

@@ -93,6 +93,10 @@ KINDS: dict[str, ModelKind] = {
 # ``distill --student NAME`` -> the kind of model it produces.
 STUDENTS: dict[str, str] = {"word": "word_student", "head": "head", "encoder": "encoder_student"}
 
+# Students fine-tuned from a transformer: their training wants a GPU (the sidecar, or the CLI on
+# a machine with one), not the database server's external-script runtime.
+SIDECAR_STUDENTS = frozenset({"encoder"})
+
 # Epochs and learning rate a student of each kind distils with unless told otherwise
 # (measured on Rotten Tomatoes with the mpnet-rt teacher: docs/benchmarks.md, "students").
 DISTILL_DEFAULTS: dict[str, tuple[int, float]] = {
