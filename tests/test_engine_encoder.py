@@ -109,6 +109,26 @@ def test_cache_needs_bytes_once_then_loads_by_sha(fp32_artifact, tmp_path, monke
     assert np.allclose(first.encode(MIXED).vectors, second.encode(MIXED).vectors)
 
 
+def test_the_same_bytes_registered_with_two_window_lengths_keep_their_own(
+    fp32_artifact, tmp_path, monkeypatch
+):
+    """The cache folder is keyed by the bytes' sha256, which does not cover the window length:
+    a second registration of the same graph with 64-token windows (another database on the same
+    server cache) must not get the first one's 256."""
+    monkeypatch.setenv("SQLHEADS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(encoder_module, "_loaded", {})
+    arguments = {
+        "onnx": fp32_artifact.onnx,
+        "tokenizer_json": fp32_artifact.tokenizer_json,
+        "dim": fp32_artifact.dim,
+    }
+    long_text = " ".join(MIXED * 8)  # about 300 tokens
+    wide = load_encoder(fp32_artifact.sha256, max_length=256, **arguments)
+    narrow = load_encoder(fp32_artifact.sha256, max_length=64, **arguments)
+    assert wide.encode([long_text]).windows[0] == 2
+    assert narrow.encode([long_text]).windows[0] > 2
+
+
 def test_batches_fill_to_a_token_budget_not_a_row_count():
     lengths = np.array([250, 12, 256, 40, 9, 256, 30, 200])
     order = np.argsort(lengths, kind="stable")

@@ -272,7 +272,7 @@ def length_batches(
 # ---------------------------------------------------------------------------------------------
 # Cache: bytes cross into a host process once, then live on disk and in memory by sha256.
 
-_loaded: dict[tuple[str, int | None], OnnxEncoder] = {}
+_loaded: dict[tuple[str, int | None, int | None], OnnxEncoder] = {}
 
 
 def write_cache_dir(folder: Path, onnx: bytes, tokenizer_json: str, meta: dict) -> None:
@@ -318,7 +318,7 @@ def load_encoder(
     Raises :class:`EncoderNotCachedError` when no verified copy is at hand and no bytes were
     passed: the caller (a T-SQL procedure) then calls again with the blob.
     """
-    key = (sha256, threads)
+    key = (sha256, max_length, threads)
     if key in _loaded:
         return _loaded[key]
     folder = cached_encoder_path(sha256)
@@ -343,8 +343,15 @@ def load_encoder(
             model = onnx  # not writable here: this process keeps it in memory
     else:
         model, tokenizer_json, meta = cached
+    # The same bytes may be registered with other window lengths (two databases sharing this
+    # cache, or a test's 64-token fp32 MiniLM): the caller's registration decides the windows,
+    # the cache folder's note only when the caller has none to give.
     encoder = OnnxEncoder(
-        model, tokenizer_json, dim=meta["dim"], max_length=meta["max_length"], threads=threads
+        model,
+        tokenizer_json,
+        dim=meta["dim"],
+        max_length=max_length or meta["max_length"],
+        threads=threads,
     )
     _loaded[key] = encoder
     return encoder
