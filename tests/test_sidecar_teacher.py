@@ -1,9 +1,6 @@
 """Issue 9's "done when", end to end on the CPU: `sqlheads request-teacher` then `sqlheads
 sidecar --once` fine-tunes a tiny teacher (MiniLM, a few steps), stores its soft labels and
 trains both students, which appear in model_summary; `predict` fills latest_predictions.
-
-Needs the teacher job (``sqlheads.teacher_job``, issue 9's teacher branch): skipped, saying so,
-where it is absent.
 """
 
 from __future__ import annotations
@@ -11,15 +8,16 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
+from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
+from sqlheads.store.soft_labels import find_teacher, read_soft_labels
 
-pytest.importorskip("sqlheads.teacher_job", reason="the teacher job is not on this branch yet")
 runner = CliRunner()
 
 
@@ -56,6 +54,16 @@ def test_request_teacher_then_sidecar_once(store: Store, rt_sample: pd.DataFrame
     assert {("sent_teacher", "teacher"), ("sent", "encoder_student"), ("sent", "word_student")} <= (
         kinds
     )
+    # Soft labels for every row of the set, under the teacher that names its teacher version.
+    teacher = find_teacher(store, "sent_teacher")
+    teacher_version = versions[versions["head"] == "sent_teacher"]["model_id"].iloc[0]
+    assert teacher is not None and teacher.set_id == store.require_set("reviews").set_id
+    assert len(read_soft_labels(store, teacher.teacher_id)) == len(tiny)
+    with store.engine.connect() as c:
+        stored_model = c.execute(
+            select(s.teachers.c.model_id).where(s.teachers.c.teacher_id == teacher.teacher_id)
+        ).scalar_one()
+    assert stored_model == teacher_version
     predicted = cli("predict", "--head", "sent", "--set", "reviews")
     assert predicted["rows"] == len(tiny)
     latest = store.read_view("latest_predictions", head="sent")

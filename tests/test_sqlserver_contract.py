@@ -32,13 +32,8 @@ def _block(text: str) -> str:
     return text[text.index("<!-- sqlserver:begin -->") : text.index("<!-- sqlserver:end -->")]
 
 
-# The README's SQL Server reference, and the sections helpers wrote for it in docs/ that the
-# README has not folded in yet (docs/sidecar-*.md); once folded, their block is the README's.
-BLOCK = _block(README) + "".join(
-    _block(text)
-    for path in sorted((ROOT / "docs").glob("sidecar-*.md"))
-    if "<!-- sqlserver:begin -->" in (text := path.read_text()) and _block(text) not in README
-)
+# The README's SQL Server reference.
+BLOCK = _block(README)
 
 
 def readme_reference() -> dict[str, list[tuple[str, str, str | None]]]:

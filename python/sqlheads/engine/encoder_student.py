@@ -41,7 +41,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PARITY_ROWS = 32
 # int8 against fp32, largest difference of a class probability on the parity rows. Dynamic
 # int8 of MiniLM moves probabilities by a few thousandths on such rows (measured: see
-# docs/sidecar-teacher.md); beyond this the quantisation broke the classifier.
+# README, "The encoder student"); beyond this the quantisation broke the classifier.
 INT8_TOLERANCE = 0.05
 # Epochs and learning rate unless told otherwise: decided once, in the kinds' registry.
 DEFAULT_EPOCHS, DEFAULT_LR = DISTILL_DEFAULTS[KIND]
