@@ -33,7 +33,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
         return None
     from sqlalchemy import select
 
-    from sqlheads.engine.torch_encoder import TorchEncoder  # the gpu helper's; needs torch
+    from sqlheads.engine.torch_encoder import TorchEncoder  # imports torch: only when used
     from sqlheads.store import schema as s
 
     found = store.find_set(set_name)

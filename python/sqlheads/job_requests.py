@@ -89,7 +89,7 @@ def request_teacher(
             f"set {set_name!r} has no source query to read text through: pass --source "
             '"SELECT ... AS item_key, ... AS text FROM ..."'
         )
-    from sqlheads.teacher_job import validate_teacher_request  # the teacher helper's
+    from sqlheads.teacher_job import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})

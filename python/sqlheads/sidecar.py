@@ -39,8 +39,8 @@ RECORD_EVERY_SECONDS = 1.0
 
 
 def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
-    # The teacher helper's module; needs transformers. A request made in T-SQL stores only the
-    # parameters the analyst gave: run_teacher completes them with its defaults
+    # Imported when a teacher job runs: it needs transformers. A request made in T-SQL stores
+    # only the parameters the analyst gave: run_teacher completes them with its defaults
     # (validate_teacher_request), as a request made in Python did before enqueueing.
     from sqlheads.teacher_job import run_teacher
 
