@@ -24,7 +24,7 @@ from sqlheads.engine.encoder_student import (
     EncoderStudentParams,
 )
 from sqlheads.engine.text_classifier import PARITY_TOLERANCE
-from sqlheads.errors import ExportParityError, InvalidParameterError, UnknownKindError
+from sqlheads.errors import InvalidParameterError, UnknownKindError
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
 
@@ -77,20 +77,23 @@ def test_the_export_is_checked_fp32_against_pytorch_and_int8_against_fp32(fitted
     assert fitted.n_parameters_ > 20e6 and fitted.steps_ == 3
 
 
-def test_an_int8_graph_beyond_the_tolerance_is_refused(tiny):
-    # A tolerance no quantisation meets: the real int8 graph, checked and refused (50010).
+def test_an_int8_graph_beyond_the_tolerance_ships_the_fp32_graph_instead(tiny):
+    # A tolerance no quantisation meets: both int8 graphs are measured, and the student keeps
+    # its checked fp32 graph rather than being thrown away after its training.
     strict = EncoderStudentParams(
         max_length=32, batch_size=8, max_steps=1, device="cpu", int8_tolerance=0.0
     )
-    with pytest.raises(ExportParityError, match="int8") as error:
-        EncoderStudent(strict).fit(
-            tiny["text"].tolist()[:16],
-            ["negative", "positive"],
-            tiny[["negative", "positive"]].to_numpy(np.float32)[:16],
-            np.full(16, -1),
-            distill=DistillParams(epochs=1, lr=5e-5),
-        )
-    assert error.value.number == 50010
+    student = EncoderStudent(strict).fit(
+        tiny["text"].tolist()[:16],
+        ["negative", "positive"],
+        tiny[["negative", "positive"]].to_numpy(np.float32)[:16],
+        np.full(16, -1),
+        distill=DistillParams(epochs=1, lr=5e-5),
+    )
+    assert student.quantization_ == "fp32" and student.int8_max_abs_diff_ > 0
+    graph = onnx.load_from_string(student.to_bytes())
+    assert not any(i.data_type == onnx.TensorProto.INT8 for i in graph.graph.initializer)
+    assert student.predict_proba(tiny["text"].tolist()[:4]).shape == (4, 2)
 
 
 def test_a_stored_blob_scores_text_alone_as_the_fitted_student(fitted, tiny):

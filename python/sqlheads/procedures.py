@@ -379,6 +379,7 @@ def train(
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
         "recipe": head.recipe_,
         "batch_size": head.batch_size_,
+        "lr_used": head.lr_,
         "epochs_run": len(head.loss_curve_),
         "best_epoch": head.best_epoch_,
         "test_fraction": test_fraction,
@@ -645,7 +646,7 @@ def distill(
     )
     metrics["teacher_accuracy"] = teacher_accuracy
     metrics["teacher_rows_test"] = int(teacher_known.sum())
-    for check in ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement"):
+    for check in ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "quantization"):
         if getattr(model, f"{check}_", None) is not None:  # the export checks a student passed
             metrics[check] = getattr(model, f"{check}_")
     blob = model.to_bytes()

@@ -2,10 +2,10 @@
 
 It fine-tunes the whole encoder with its classification layer through the shared loop of
 :mod:`sqlheads.engine.trainer`, on the tempered KL of :mod:`sqlheads.engine.losses` (the same
-loss as the word student), then ships as one int8 ONNX graph scored from raw text by
+loss as the word student), then ships as one ONNX graph scored from raw text by
 onnxruntime. Two checks guard the export: the fp32 graph against PyTorch
-(:data:`sqlheads.engine.text_classifier.PARITY_TOLERANCE`), then the int8 graph against the fp32
-one (:data:`INT8_TOLERANCE`); either failing is refused (50010).
+(:data:`sqlheads.engine.text_classifier.PARITY_TOLERANCE`; failing is refused, 50010), then the
+int8 graph against the fp32 one (:data:`INT8_TOLERANCE`): beyond it the student ships in fp32.
 """
 
 from __future__ import annotations
@@ -34,15 +34,15 @@ from sqlheads.engine.trainer import (
     TunerParams,
     data_fingerprint,
 )
-from sqlheads.errors import ExportParityError, InvalidParameterError, check_ranges
+from sqlheads.errors import InvalidParameterError, check_ranges
 
 KIND = "encoder_student"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PARITY_ROWS = 32
-# int8 against fp32, largest difference of a class probability on the parity rows. Dynamic
-# int8 of MiniLM moves probabilities by a few thousandths on such rows (measured: see
-# README, "The encoder student"); beyond this the quantisation broke the classifier.
-INT8_TOLERANCE = 0.05
+# int8 against fp32, largest difference of a class probability on the parity rows. Measured:
+# a few thousandths for a barely trained student, 0.059 at worst on 32 rows for MiniLM distilled
+# on Rotten Tomatoes (confident outputs move more); beyond this the student ships in fp32.
+INT8_TOLERANCE = 0.1
 # Epochs and learning rate unless told otherwise: decided once, in the kinds' registry.
 DEFAULT_EPOCHS, DEFAULT_LR = DISTILL_DEFAULTS[KIND]
 
@@ -69,7 +69,7 @@ class EncoderStudentParams:
             (bool(str(self.model).strip()), "model", "naming a catalogue model or a directory"),
             (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
             (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
-            (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.05"),
+            (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
         ]
         check_ranges(self, checks)
         self.tuner(DistillParams(epochs=1, lr=DEFAULT_LR))  # the shared knobs' own ranges
@@ -99,6 +99,7 @@ class EncoderStudent(FittedTextStudent):
     params: EncoderStudentParams = field(default_factory=EncoderStudentParams)
     int8_max_abs_diff_: float | None = field(default=None, init=False)
     int8_agreement_: float | None = field(default=None, init=False)
+    quantization_: str = field(default="", init=False)  # int8, int8 but feed-forward, or fp32
     steps_: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
@@ -181,27 +182,26 @@ class EncoderStudent(FittedTextStudent):
 
     def _quantised(self, fp32: bytes, contract: dict[str, str], texts: list[str]) -> bytes:
         """Dynamic int8, checked against the fp32 graph; the feed-forward output projections
-        stay fp32 when quantising them too moves probabilities past the tolerance."""
+        stay fp32 when quantising them too moves probabilities past the tolerance, and the
+        whole graph stays fp32 when that is still too far: a student that took many minutes to
+        distil is never thrown away for its quantisation (``quantization_`` says which)."""
         from sqlheads.engine.export import FEED_FORWARD_OUTPUT, _quantize_int8
 
         reference = OnnxTextClassifier(fp32).logits(texts)
-        for exclude in (None, FEED_FORWARD_OUTPUT):
+        for exclude, name in ((None, "int8"), (FEED_FORWARD_OUTPUT, "int8, feed-forward fp32")):
             graph = with_contract(_quantize_int8(fp32, exclude=exclude), contract)
             got = OnnxTextClassifier(graph).logits(texts)
-            worst = max_probability_difference(got, reference)
-            if worst <= self.params.int8_tolerance:
-                self.int8_max_abs_diff_ = worst
-                self.int8_agreement_ = float(
-                    np.mean(got.argmax(axis=1) == reference.argmax(axis=1)) if len(texts) else 1.0
-                )
+            self.int8_max_abs_diff_ = max_probability_difference(got, reference)
+            self.int8_agreement_ = float(
+                np.mean(got.argmax(axis=1) == reference.argmax(axis=1)) if len(texts) else 1.0
+            )
+            if self.int8_max_abs_diff_ <= self.params.int8_tolerance:
+                self.quantization_ = name
                 return graph
-        raise ExportParityError(
-            f"int8 quantisation of the encoder student moves probabilities by {worst:.3f} "
-            f"(> {self.params.int8_tolerance}) even with its feed-forward outputs in fp32: "
-            "distil it again, or report the onnxruntime version"
-        )
+        self.quantization_ = "fp32"
+        return fp32  # export_checked wrote the contract into it already
 
-    # -- scoring: the int8 graph ---------------------------------------------------------------
+    # -- scoring: the shipped graph ---------------------------------------------------------------
 
     def _graph(self) -> OnnxTextClassifier:
         if not self.onnx_:
