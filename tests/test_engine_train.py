@@ -271,17 +271,3 @@ def test_procedure_contract_train_then_predict_on_dataframes():
     )
     assert list(scored.columns) == list(procedures.PREDICT_OUTPUT)
     assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
-
-
-def test_fast_batches_grow_with_the_rows_and_the_rate_with_the_batch():
-    """Twenty steps an epoch up to 4,096 rows a batch; the rate scales linearly past 1,024."""
-    from sqlheads.engine.heads import fast_batch_size, fast_lr
-
-    assert [fast_batch_size(n) for n in (100, 10_000, 72_000, 5_000_000)] == [16, 500, 3600, 4096]
-    assert fast_lr(1e-3, 500) == 1e-3
-    assert fast_lr(1e-3, 4096) == pytest.approx(4e-3)
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((2_000, 8)).astype(np.float32)
-    y = np.where(X[:, 0] > 0, "a", "b")
-    head = HeadClassifier(HeadParams(recipe="fast", epochs=2)).fit(X, y)
-    assert (head.batch_size_, head.lr_) == (90, HeadParams.lr)
