@@ -379,7 +379,6 @@ def train(
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
         "recipe": head.recipe_,
         "batch_size": head.batch_size_,
-        "lr_used": head.lr_,
         "epochs_run": len(head.loss_curve_),
         "best_epoch": head.best_epoch_,
         "test_fraction": test_fraction,
