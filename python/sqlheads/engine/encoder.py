@@ -318,9 +318,11 @@ def load_encoder(
     Raises :class:`EncoderNotCachedError` when no verified copy is at hand and no bytes were
     passed: the caller (a T-SQL procedure) then calls again with the blob.
     """
-    key = (sha256, max_length, threads)
-    if key in _loaded:
-        return _loaded[key]
+    for (loaded_sha, window, loaded_threads), loaded in _loaded.items():
+        # A caller without a window of its own (heads.embed passes the sha256 alone) takes the
+        # one this process already loaded the bytes with.
+        if (loaded_sha, loaded_threads) == (sha256, threads) and max_length in (None, window):
+            return loaded
     folder = cached_encoder_path(sha256)
     cached = _verified_cache(folder, sha256)
     if cached is None:
@@ -353,7 +355,7 @@ def load_encoder(
         max_length=max_length or meta["max_length"],
         threads=threads,
     )
-    _loaded[key] = encoder
+    _loaded[(sha256, encoder.max_length, threads)] = encoder
     return encoder
 
 
