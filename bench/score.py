@@ -110,8 +110,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         "Shares: reading and scoring were timed again on their own over the same pages; "
         "writing is the rest of the end-to-end time (deletes of old predictions for the "
         "page's keys, inserts, commit).",
-        "The word-level student does not exist yet (it comes with the GPU-sidecar issue), so "
-        "only the head is measured here.",
+        "Students score from text, not from stored vectors: they are timed in the students "
+        "section (and, on a GPU machine, the sidecar section); this one measures the head.",
     ]
     section.plots.append(_plot(out_dir, results))
     return section

@@ -276,7 +276,6 @@ def student_rates(
     processes (bench.students' timing); accuracy rows and {path: (seconds, rows)}."""
     from bench.students import HEAD, LABELS, RT_SOURCE, SET, _timed
     from sqlheads import host
-    from sqlheads.engine.kinds import STUDENTS
     from sqlheads.store.repository import Store
 
     folder = Path(tempfile.mkdtemp(prefix="bench-sidecar-students-"))
@@ -293,16 +292,15 @@ def student_rates(
     head = host.train(store, head=HEAD, set_name=SET, labels=LABELS, deploy="always")
     runs = {"word student": {"student": "word", "source": transfer_source}}
     runs["head student (stored vectors)"] = {"student": "head"}
-    if "encoder" in STUDENTS:  # the encoder student arrives with engine.teacher
-        runs["encoder student (MiniLM)"] = {
-            "student": "encoder",
-            "source": transfer_source,
-            "student_model": "all-MiniLM-L6-v2",
-            "max_length": max_length,
-            "max_steps": max_steps,
-            "device": str(device),  # fine-tuned where the teacher was; scored on the CPU
-            "work_dir": tempfile.mkdtemp(prefix="bench-sidecar-encoder-student-"),
-        }
+    runs["encoder student (MiniLM)"] = {
+        "student": "encoder",
+        "source": transfer_source,
+        "student_model": "all-MiniLM-L6-v2",
+        "max_length": max_length,
+        "max_steps": max_steps,
+        "device": str(device),  # fine-tuned where the teacher was; scored on the CPU
+        "work_dir": tempfile.mkdtemp(prefix="bench-sidecar-encoder-student-"),
+    }
     distilled: dict[str, dict] = {}
     for name, arguments in runs.items():
         stored = {"teacher": "bench-teacher"} | ({} if distilled else {"soft_labels": soft_labels})
