@@ -554,7 +554,7 @@ def distill(
     )
     arguments: dict[str, Any] = {"dim": set_encoder.dim}
     if kind.reads == "text":
-        texts = _read_texts(store, source or embedding_set.source_query, set_name)
+        texts = _read_texts(store, text_source(embedding_set, source))
         frame["text"] = frame["item_key"].map(texts)
         onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
         arguments |= {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}
@@ -635,12 +635,19 @@ def _read_soft_labels_query(store: Store, sql: str) -> tuple[pd.DataFrame, list[
     return soft[["item_key", "logits"]], json.loads(soft["classes_json"].iloc[0])
 
 
-def _read_texts(store: Store, sql: str | None, set_name: str) -> dict[str, Any]:
+def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
+    """The query a text model reads the rows' text through: ``source``, else the set's last
+    ``embed --source``; a set with neither is refused (50024)."""
+    sql = source or embedding_set.source_query
     if sql is None:
         raise MissingTextError(
-            f"set {set_name!r} has no source query to read text through: pass --source "
-            '"SELECT ... AS item_key, ... AS text FROM ..."'
+            f"set {embedding_set.name!r} has no source query to read text through: pass "
+            '--source "SELECT ... AS item_key, ... AS text FROM ..."'
         )
+    return sql
+
+
+def _read_texts(store: Store, sql: str) -> dict[str, Any]:
     texts: dict[str, Any] = {}
     for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
         texts.update(zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True))
@@ -747,12 +754,7 @@ def _text_chunks(
     source: str | None,
     batch_rows: int,
 ) -> tuple[Iterator[pd.DataFrame], int | None]:
-    sql = source or embedding_set.source_query
-    if sql is None:
-        raise MissingTextError(
-            f"set {embedding_set.name!r} has no source query and none was passed: a text model "
-            'scores raw text; pass --source "SELECT ... AS item_key, ... AS text FROM ..."'
-        )
+    sql = text_source(embedding_set, source)
     wanted = (
         None
         if keys is None

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from sqlheads import host, procedures
-from sqlheads.errors import MissingTextError
 from sqlheads.store.jobs import JobQueue, split_keys
 from sqlheads.store.repository import Store, validate_name
 
@@ -82,13 +81,7 @@ def request_teacher(
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
     students): the parameters checked and completed by the teacher job itself."""
     validate_name("head", head)
-    embedding_set = store.require_set(set_name)
-    source = source or embedding_set.source_query
-    if source is None:
-        raise MissingTextError(
-            f"set {set_name!r} has no source query to read text through: pass --source "
-            '"SELECT ... AS item_key, ... AS text FROM ..."'
-        )
+    source = host.text_source(store.require_set(set_name), source)
     from sqlheads.teacher_job import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}

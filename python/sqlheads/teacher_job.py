@@ -140,12 +140,12 @@ def run_teacher(
     work_dir.mkdir(parents=True, exist_ok=True)
     stages = _Stages(work_dir / STAGES)
 
-    source = request["source"] or embedding_set.source_query
+    source = host.text_source(embedding_set, request["source"])
     labelled = host._read_labels(store, request["labels"])
     procedures._refuse_duplicate_keys(labelled["item_key"].tolist())
     # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
     labelled = labelled[procedures._present(labelled["label"], "text")]
-    texts = host._read_texts(store, source, set_name)
+    texts = host._read_texts(store, source)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
     if not keys:
@@ -255,7 +255,7 @@ def run_teacher(
                 labels=request["labels"],
                 student=student,
                 teacher=teacher_name,
-                source=request["source"],
+                source=source,
                 deploy=request["deploy"],
                 seed=request["seed"],
                 test_fraction=request["test_fraction"],
