@@ -8,13 +8,16 @@ were measured.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import hashlib
 import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -76,6 +79,14 @@ class Section:
 
 # ---------------------------------------------------------------------------------------------
 # The machine
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A folder for one benchmark's files (SQLite files, checkpoints, exports), removed when
+    the process ends: a teacher's work folder alone is hundreds of megabytes."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def cpu_model() -> str:

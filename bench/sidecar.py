@@ -19,7 +19,6 @@ One command on a GPU machine: ``python -m bench sidecar`` (``--quick`` for small
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +27,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.common import Section, Table, fmt, pct, save_figure, seeded_subsample, timer
+from bench.common import (
+    Section,
+    Table,
+    fmt,
+    pct,
+    save_figure,
+    scratch_dir,
+    seeded_subsample,
+    timer,
+)
 from sqlheads.report import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -190,7 +198,7 @@ def ours_fine_tune(
     from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
 
     _reset_peak(device)
-    work_dir = Path(tempfile.mkdtemp(prefix="bench-sidecar-teacher-"))
+    work_dir = scratch_dir("bench-sidecar-teacher-")
     params = TeacherParams(epochs=epochs, max_length=max_length, max_steps=max_steps)
     with timer() as elapsed:
         teacher = TeacherClassifier(model_dir, params, device=device, work_dir=work_dir)
@@ -278,7 +286,7 @@ def student_rates(
     from sqlheads import host
     from sqlheads.store.repository import Store
 
-    folder = Path(tempfile.mkdtemp(prefix="bench-sidecar-students-"))
+    folder = scratch_dir("bench-sidecar-students-")
     store = Store.from_url(f"sqlite:///{folder / 'students.db'}")
     host.init(store)
     rt.to_sql("rt_reviews", store.engine, index=False)
@@ -299,7 +307,7 @@ def student_rates(
         "max_length": max_length,
         "max_steps": max_steps,
         "device": str(device),  # fine-tuned where the teacher was; scored on the CPU
-        "work_dir": tempfile.mkdtemp(prefix="bench-sidecar-encoder-student-"),
+        "work_dir": str(scratch_dir("bench-sidecar-encoder-student-")),
     }
     distilled: dict[str, dict] = {}
     for name, arguments in runs.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.common import Section, Table, fmt, pct, save_figure, seeded_subsample
+from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
 from sqlheads.report import pyplot
 
 SIZES = {
@@ -51,8 +51,6 @@ def teacher_logits_path() -> Path:
 
 
 def run(out_dir: Path, scale: str = "full") -> Section:
-    import tempfile
-
     from bench.accuracy import tfidf_lr
     from sqlheads import datasets, host
     from sqlheads.store.repository import Store
@@ -62,7 +60,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     imdb = seeded_subsample(datasets.imdb(), size["imdb"])
     logits = pd.read_csv(teacher_logits_path())
     logits = logits[logits["teacher"] == TEACHER]
-    folder = Path(tempfile.mkdtemp(prefix="bench-students-"))
+    folder = scratch_dir("bench-students-")
     store = Store.from_url(f"sqlite:///{folder / 'students.db'}")
     host.init(store)
     rt.to_sql("rt_reviews", store.engine, index=False)

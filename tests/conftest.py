@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import pandas as pd
 import pytest
 
 # Weights come from site-packages; the hub is unreachable. A fresh cache per test session
-# exercises the first-use export path, as a new user would.
+# exercises the first-use export path, as a new user would; it holds gigabytes of exports by
+# the end, so the session that made it removes it (CI's disk is not ours to fill).
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.setdefault("SQLHEADS_CACHE", tempfile.mkdtemp(prefix="sqlheads-cache-"))
+OWN_CACHE = None if "SQLHEADS_CACHE" in os.environ else tempfile.mkdtemp(prefix="sqlheads-cache-")
+if OWN_CACHE:
+    os.environ["SQLHEADS_CACHE"] = OWN_CACHE
 
 from sqlheads import datasets, host  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
@@ -39,3 +43,8 @@ def embedded(store: Store, rt_sample: pd.DataFrame) -> Store:
     rt_sample.to_sql("reviews", store.engine, index=False)
     host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
     return store
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if OWN_CACHE:
+        shutil.rmtree(OWN_CACHE, ignore_errors=True)

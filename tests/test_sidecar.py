@@ -210,6 +210,21 @@ def test_a_failing_job_records_its_error_and_retries(reviews: Store) -> None:
     assert "no such table: reviews" in row.error
 
 
+def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
+    reviews: Store, tmp_path
+) -> None:
+    """A retried job finds its checkpoints again; a finished one leaves no files behind."""
+    request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
+    with reviews.engine.begin() as c:
+        c.exec_driver_sql("DROP TABLE reviews")  # the source query now fails
+    sidecar = Sidecar(reviews, SidecarOptions(device="cpu", worker="test:1", work_root=tmp_path))
+    states = []
+    while (job := sidecar.queue.claim("test:1")) is not None:
+        states.append(sidecar.run_job(job)["state"])
+        states.append((tmp_path / f"job-{job.job_id}").is_dir())
+    assert states == ["queued", True, "queued", True, "failed", False]
+
+
 def test_a_gpu_asked_for_and_absent_is_refused(store: Store) -> None:
     with pytest.raises(DeviceUnavailableError) as refused:
         Sidecar(store, SidecarOptions(device="cuda"))

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
+from sqlheads.engine.encoder import cache_dir
 from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
@@ -46,6 +47,8 @@ def test_request_teacher_then_sidecar_once(store: Store, rt_sample: pd.DataFrame
     assert [(j["job_id"], j["state"]) for j in ran["jobs"]] == [(requested["job_id"], "done")]
     job = JobQueue(store).get(requested["job_id"])
     assert (job.state, job.attempts) == ("done", 1)
+    # Its checkpoints (three times the teacher's weights) went with the finished job.
+    assert not (cache_dir() / "jobs" / f"job-{job.job_id}").exists()
     result = json.loads(JobQueue(store).listing()["result_json"].iloc[0])
     assert set(result["students"]) == {"encoder", "word"}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -26,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlheads import procedures
 from sqlheads.engine.encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
-from sqlheads.store.jobs import Job, JobQueue, worker_name
+from sqlheads.store.jobs import FINISHED, Job, JobQueue, worker_name
 from sqlheads.store.repository import Store
 
 log = logging.getLogger("sqlheads.sidecar")
@@ -326,6 +327,9 @@ class Sidecar:
             beat.done.set()
             beat.join()
             bar.close()
+        if outcome["state"] in FINISHED:
+            # Nothing will resume from it: a teacher's checkpoints are three times its weights.
+            shutil.rmtree(work_dir, ignore_errors=True)
         outcome["seconds"] = round(time.perf_counter() - started, 3)
         self.console.print(f"{label}: {outcome['state']} ({outcome['seconds']} s)", highlight=False)
         return outcome
