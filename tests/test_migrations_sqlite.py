@@ -1,17 +1,21 @@
-"""Every revision downgrades and upgrades again on a SQLite file that holds data, and the
-upgraded schema is exactly the one metadata (nothing autogenerate would still add)."""
+"""Every revision downgrades and upgrades again on a SQLite file, empty and holding a deployed
+head's predictions, and the upgraded schema is exactly the one metadata (nothing autogenerate
+would still add)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from sqlalchemy import func, select
 
 import sqlheads_migrations
 from sqlheads import host
+from sqlheads.store import migrations
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
 
@@ -34,3 +38,31 @@ def test_down_to_each_revision_and_back_up(tmp_path: Path) -> None:
     _step(store, command.upgrade, "head")
     with store.engine.connect() as c:
         assert compare_metadata(MigrationContext.configure(c), s.metadata) == []
+
+
+def _counts(store: Store) -> dict[str, int]:
+    tables = (s.encoders, s.embedding_sets, s.embeddings, s.models, s.deployments, s.predictions)
+    with store.engine.connect() as c:
+        return {t.name: c.execute(select(func.count()).select_from(t)).scalar_one() for t in tables}
+
+
+def test_a_store_holding_predictions_goes_down_and_up_losing_nothing(
+    store: Store, rt_sample
+) -> None:
+    """Batch mode drops and recreates ``models``, which deployments and predictions point at:
+    with foreign keys enforced, a populated file once failed to upgrade from 0002."""
+    tiny = pd.concat(group.head(20) for _, group in rt_sample.groupby("label"))
+    tiny.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(store, head="sentiment", set_name="reviews", labels=labels, deploy="always")
+    host.predict(store, head="sentiment", set_name="reviews")
+    before, revision = _counts(store), migrations.current_revision(store)
+    assert before["predictions"] == 40 and before["deployments"] == 1
+    assert migrations.migrate(store, "0002", downgrade=True) == "0002"
+    assert migrations.migrate(store) == revision
+    assert _counts(store) == before
+    with store.engine.connect() as c:
+        assert c.exec_driver_sql("PRAGMA foreign_keys").scalar_one() == 1
+        assert c.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+    assert len(store.read_view("latest_predictions", head="sentiment")) == 40

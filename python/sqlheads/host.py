@@ -17,12 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import pandas as pd
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy.exc import IntegrityError
 
-import sqlheads_migrations
 from sqlheads import procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.engine.heads import HeadParams
@@ -35,6 +31,7 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
+from sqlheads.store import migrations
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -80,12 +77,7 @@ def _holding(kind: str, busy: str) -> Callable[[Verb], Verb]:
 
 def init(store: Store) -> dict[str, Any]:
     """Create or upgrade every table and view (Alembic ``upgrade head``); harmless to repeat."""
-    config = Config()
-    config.set_main_option("script_location", str(Path(sqlheads_migrations.__file__).parent))
-    with store.engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
-        revision = MigrationContext.configure(connection).get_current_revision()
+    revision = migrations.migrate(store)
     return {"url": store.engine.url.render_as_string(hide_password=True), "revision": revision}
 
 
