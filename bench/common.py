@@ -32,7 +32,9 @@ from sqlheads.report import pyplot
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 
 SCALES = ("full", "quick", "tiny")
-ORDER = ("encode", "encoders", "load", "train", "score", "accuracy", "students", "sidecar")
+ORDER = (
+    "encode", "encoders", "windows", "load", "train", "score", "accuracy", "students", "sidecar",
+)  # fmt: skip
 # Benchmarks of the GPU sidecar: `all` leaves them out (on a CPU they would take hours); run
 # them by name on a GPU machine (`python -m bench sidecar`).
 GPU_ONLY = ("sidecar",)

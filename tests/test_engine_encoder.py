@@ -8,7 +8,13 @@ from sentence_transformers import SentenceTransformer
 
 from sqlheads.engine import encoder as encoder_module
 from sqlheads.engine import export
-from sqlheads.engine.encoder import OnnxEncoder, length_batches, load_encoder
+from sqlheads.engine.encoder import (
+    WINDOW_OVERLAP,
+    OnnxEncoder,
+    Tokenizer,
+    length_batches,
+    load_encoder,
+)
 from sqlheads.errors import EncoderNotCachedError, ExportParityError, InvalidParameterError
 
 MIXED = [
@@ -82,6 +88,23 @@ def test_long_text_is_windowed_not_cut(fp32_artifact, tmp_path):
     # The ending lies past the first window: only the windowed vector can see it.
     end_vector = encoder.encode([ending * 5]).vectors[0]
     assert windowed.vectors[0] @ end_vector > truncated.vectors[0] @ end_vector
+
+
+def test_windows_repeat_the_overlap_asked_for(fp32_artifact):
+    body = " ".join(f"word{i}" for i in range(2_000))
+
+    def windows(overlap: float) -> list[list[int]]:
+        tokenizer = Tokenizer(fp32_artifact.tokenizer_json, 66, overlap)
+        return [w[1:-1] for w in tokenizer.windows([body], truncate=False)[0]]  # unframed
+
+    whole = Tokenizer(fp32_artifact.tokenizer_json, 100_000).encode([body], truncate=True)[0]
+    plain, default, half = windows(0.0), windows(WINDOW_OVERLAP), windows(0.5)
+    assert [token for window in plain for token in window] == whole[1:-1]  # each token once
+    assert default[1][: 64 // 4] == default[0][-(64 // 4) :]  # a quarter of 64 repeated
+    assert half[1][:32] == half[0][-32:]
+    assert len(plain) < len(default) < len(half)
+    with pytest.raises(InvalidParameterError, match="overlap"):
+        Tokenizer(fp32_artifact.tokenizer_json, 66, 1.0)
 
 
 def test_rejects_unknown_long_text_mode(fp32_artifact, tmp_path):

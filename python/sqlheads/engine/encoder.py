@@ -22,6 +22,9 @@ from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, Inval
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_TOKENS = 4096
 LONG_TEXT_MODES = ("window", "truncate")
+# How much of a window the next one repeats, so a sentence cut by one window is whole in the
+# next. A quarter: the study in `python -m bench windows` (docs/benchmarks.md) weighs it.
+WINDOW_OVERLAP = 0.25
 
 
 def cache_dir() -> Path:
@@ -60,7 +63,9 @@ def encoder_sha256(onnx: bytes, tokenizer_json: str) -> str:
 class Tokenizer:
     """The fast Rust tokenizer, with windows of ``max_length`` tokens for long texts."""
 
-    def __init__(self, tokenizer_json: str, max_length: int) -> None:
+    def __init__(
+        self, tokenizer_json: str, max_length: int, overlap: float = WINDOW_OVERLAP
+    ) -> None:
         from tokenizers import Tokenizer as RustTokenizer
 
         self._tokenizer = RustTokenizer.from_str(tokenizer_json)
@@ -70,6 +75,9 @@ class Tokenizer:
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self.max_length = max_length
+        if not 0 <= overlap < 1:
+            raise InvalidParameterError(f"overlap {overlap} must be in [0, 1), e.g. 0.25")
+        self.overlap = overlap
         specials = self._tokenizer.encode("", add_special_tokens=True).ids
         # [CLS] text [SEP] (BERT) or <s> text </s> (RoBERTa, MPNet); windows reuse the frame.
         self._prefix, self._suffix = specials[:1], specials[1:]
@@ -92,8 +100,8 @@ class Tokenizer:
         return [windows[0] for windows in self.windows(texts, truncate=truncate)]
 
     def windows(self, texts: Sequence[str], *, truncate: bool) -> list[list[list[int]]]:
-        """Each text as one or more framed windows; long texts overlap by a quarter window."""
-        stride = max(1, (self.body_length * 3) // 4)
+        """Each text as one or more framed windows; long texts overlap by ``overlap``."""
+        stride = max(1, int(self.body_length * (1 - self.overlap)))
         encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         result = []
         for encoding in encoded:
@@ -149,6 +157,7 @@ class OnnxEncoder:
         dim: int,
         max_length: int,
         threads: int | None = None,
+        overlap: float = WINDOW_OVERLAP,
     ) -> None:
         import onnxruntime as ort
 
@@ -158,7 +167,7 @@ class OnnxEncoder:
         # bytes: a model kept in memory where the cache folder is not writable
         model = onnx_path if isinstance(onnx_path, bytes) else str(onnx_path)
         self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer(tokenizer_json, max_length)
+        self._tokenizer = Tokenizer(tokenizer_json, max_length, overlap)
         self.dim = dim
         self.max_length = max_length
 
