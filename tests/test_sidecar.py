@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
-from sqlheads.errors import DeviceUnavailableError
+from sqlheads.errors import DeviceUnavailableError, JobStateError
 from sqlheads.job_requests import cancel_job, jobs, request_embed
 from sqlheads.sidecar import Sidecar, SidecarOptions
 from sqlheads.store import schema as s
@@ -188,7 +188,7 @@ def test_cancel_of_a_running_job_stops_it(reviews: Store) -> None:
     assert outcome["state"] == "cancelled"
     assert sidecar.queue.get(job_id).state == "cancelled"
     assert reviews.find_set("reviews") is None  # stopped before its first batch
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(JobStateError, match="cancelled") as refused:
         cancel_job(reviews, job_id=job_id)
     assert refused.value.number == 50050
 

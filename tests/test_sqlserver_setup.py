@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from sqlheads.errors import InvalidParameterError
 from sqlheads.store import drivers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,7 +150,7 @@ def test_mssqlpython_url_on_sqlalchemy_2_0_is_refused_with_the_fix(monkeypatch) 
         raise NoSuchModuleError(f"Can't load plugin: sqlalchemy.dialects:{name}")
 
     monkeypatch.setattr(drivers.registry, "load", missing)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(InvalidParameterError) as refused:
         drivers.check_mssql_url("mssql+mssqlpython://u:p@h/d")
     assert refused.value.number == 50012
     assert "mssql+pyodbc://" in refused.value.message and "3.11" in refused.value.message
