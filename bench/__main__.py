@@ -1,5 +1,6 @@
 """``python -m bench [encode|encoders|windows|load|train|score|accuracy|students|sidecar|all]
-[--quick] [--scale full|quick|tiny] [--out DIR]``; ``all`` leaves out the GPU benchmarks (``sidecar``)."""
+[--quick] [--scale full|quick|tiny] [--out DIR]``; ``all`` leaves out the GPU benchmarks
+(``sidecar``)."""
 
 from __future__ import annotations
 

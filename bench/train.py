@@ -130,17 +130,21 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     for (rows, classes), goal in GOALS.items():
         if (rows, classes) in results:
             r = results[(rows, classes)]
-            met = r["fast_seconds"] <= goal and r["fast_accuracy"] >= r["lr_accuracy"]
+            in_time = r["fast_seconds"] <= goal
+            behind = 100 * (r["lr_accuracy"] - r["fast_accuracy"])  # points
             section.notes.append(
                 f"Goal, {rows:,} rows x {classes} classes in at most {goal:g} s with accuracy "
                 f"no worse than logistic regression: {fmt(r['fast_seconds'], 2)} s wall, "
                 f"{fmt(r['fast_cpu'], 2)} s CPU (one thread), {pct(r['fast_accuracy'])} vs "
-                f"{pct(r['lr_accuracy'])}, " + ("met." if met else "not met.")
-            )
+                f"{pct(r['lr_accuracy'])}: time {'met' if in_time else 'not met'}, accuracy "
+                + ("met." if behind <= 0 else f"{behind:.2f} point(s) below, not met.")
+            )  # fmt: skip
     section.notes.append(
         f"What the fast recipe trades: {FAST_BATCH_SIZE}-row batches at a constant rate stop "
-        "once the validation loss stalls (2 epochs), so it trains on 90 % of the training rows "
-        "and rarely runs the 30 epochs; the seed recipe decays its rate to zero over all 30."
+        f"once the validation loss has gone {HeadParams().patience} epoch(s) without "
+        "improving, keeping the best epoch's weights, so it trains on "
+        "90 % of the training rows and rarely runs the 30 epochs; the seed recipe decays its "
+        "rate to zero over all 30."
     )
     section.plots.append(_plot(out_dir, results))
     return section

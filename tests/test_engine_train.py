@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import onnxruntime as ort
 import pandas as pd
 import pytest
+import torch
 from sqlalchemy import func, select, text, update
 
 from sqlheads import host, procedures
@@ -271,3 +273,27 @@ def test_procedure_contract_train_then_predict_on_dataframes():
     )
     assert list(scored.columns) == list(procedures.PREDICT_OUTPUT)
     assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
+
+
+@pytest.mark.parametrize("patience", [1, 3])
+def test_the_fast_recipe_stops_after_patience_epochs_without_improving_and_keeps_the_best(
+    patience: int,
+):
+    """Overlapping classes and a high rate: the validation loss turns up within the epochs."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 4_000)
+    X = rng.standard_normal((4_000, 32)).astype(np.float32) + 0.3 * y[:, None]
+    params = HeadParams(recipe="fast", epochs=200, lr=3e-2, hidden=256, dropout=0.0)
+    head = HeadClassifier(replace(params, patience=patience)).fit(X, y.astype(str))
+    curve = head.validation_curve_
+    best = int(np.argmin(curve))
+    assert len(curve) < params.epochs  # it stopped early
+    assert head.best_epoch_ == best + 1
+    assert len(curve) == best + 1 + patience  # exactly `patience` epochs past the best
+    # The weights kept are the best epoch's: the held-back rows score that epoch's loss.
+    generator = torch.Generator().manual_seed(params.seed)
+    held_back = torch.randperm(len(X), generator=generator)[: int(len(X) * 0.1)].numpy()
+    probabilities = head.predict_proba(X[held_back])
+    targets = y[held_back]
+    loss = -np.mean(np.log(probabilities[np.arange(len(targets)), targets]))
+    assert loss == pytest.approx(curve[best], rel=1e-4)

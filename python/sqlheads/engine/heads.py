@@ -86,7 +86,7 @@ class HeadParams:
     batch_size: int | None = None  # None: fast_batch_size or default_batch_size (seed)
     dropout: float = 0.1
     validation_fraction: float = 0.1  # fast recipe only
-    patience: int = 2  # fast recipe only
+    patience: int = 1  # fast recipe only
     seed: int = 0
 
     def validate(self) -> HeadParams:
