@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from sqlheads import datasets, host
 from sqlheads.cli import app
+from sqlheads.store import migrations
+from sqlheads.store.repository import Store
 
 runner = CliRunner()
 LABELS = "SELECT item_key, label FROM reviews"
@@ -194,3 +196,31 @@ def test_models_fits_80_columns_and_wide_shows_the_rest(embedded):
     assert max(map(len, narrow.output.splitlines())) <= 80
     wide = runner.invoke(app, ["--url", url, "models", "--wide"], env={"COLUMNS": "250"})
     assert "encoder_name" in wide.output and "all-MiniLM-L6-v2-int8" in wide.output
+
+
+def test_a_file_an_older_sqlheads_made_is_upgraded_on_first_use_and_a_newer_ones_refused(
+    tmp_path,
+):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = Store.from_url(url)
+    head = host.init(store)["revision"]
+    migrations.migrate(store, "0002", downgrade=True)
+    assert _json(url, "models")["models"] == []  # once "no such column", 50013
+    assert migrations.current_revision(store) == head
+    with store.engine.begin() as c:
+        c.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    refused = _json(url, "models", code=2)
+    assert refused["number"] == 50014
+    assert "revision 9999" in refused["error"] and "newer sqlheads" in refused["error"]
+
+
+def test_a_server_database_is_never_upgraded_behind_its_owners_back():
+    """The SQL Server branch, without a server: the refusal names both revisions and the fix."""
+    state = migrations.SchemaState(current="0003", head="0005", known=frozenset({"0003", "0005"}))
+    refused = migrations.refusal(state, "mssql+pyodbc://db", can_upgrade=False)
+    assert refused is not None and refused.number == 50014
+    assert "revision 0003" in refused.message and "needs 0005" in refused.message
+    assert "sqlheads init" in refused.message
+    empty = migrations.SchemaState(current=None, head="0005", known=state.known)
+    assert "no sqlheads tables" in migrations.refusal(empty, "u", can_upgrade=False).message
+    assert migrations.refusal(state, "u", can_upgrade=True) is None

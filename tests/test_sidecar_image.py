@@ -14,6 +14,7 @@ import torch
 
 from sqlheads import host
 from sqlheads.healthcheck import main as healthcheck
+from sqlheads.store import migrations
 from sqlheads.store.repository import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +74,17 @@ def test_healthcheck_fails_on_a_database_without_the_schema(tmp_path, capsys) ->
     assert healthcheck(["--url", f"sqlite:///{tmp_path / 'empty.db'}", "--device", "cpu"]) == 1
     report = _report(capsys)
     assert not report["healthy"] and report["number"] == 50014
+
+
+def test_healthcheck_fails_on_a_database_another_version_left(tmp_path, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'heads.db'}"
+    store = Store.from_url(url)
+    host.init(store)
+    migrations.migrate(store, "0004", downgrade=True)
+    assert healthcheck(["--url", url, "--device", "cpu"]) == 1
+    report = _report(capsys)
+    assert report["number"] == 50014 and "revision 0004" in report["error"]
+    assert migrations.current_revision(store) == "0004"  # a check, never an upgrade
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")

@@ -27,8 +27,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlheads import host
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
-from sqlheads.errors import DatabaseError, NotInitialisedError, SqlheadsError
+from sqlheads.errors import DatabaseError, SqlheadsError
 from sqlheads.host import LOCK_TIMEOUT_MS
+from sqlheads.store import migrations
 from sqlheads.store.repository import Store
 
 app = typer.Typer(
@@ -73,15 +74,10 @@ def main(
 
 
 def _store() -> Store:
-    """The store at --url; an embedded SQLite file is initialised on first use."""
+    """The store at --url; an embedded SQLite file is initialised on first use and upgraded
+    on the first use by a newer sqlheads; a server's database must be migrated first."""
     store = Store.from_url(options.url)
-    if not store.is_initialised():
-        if not store.is_sqlite:
-            raise NotInitialisedError(
-                f"the database at {options.url} has no sqlheads tables: run `sqlheads init` "
-                "(or the migrations) first"
-            )
-        host.init(store)
+    migrations.ensure_current(store)
     return store
 
 

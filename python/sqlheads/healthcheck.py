@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from sqlheads.errors import NotInitialisedError, SqlheadsError
+from sqlheads.errors import SqlheadsError
 
 
 def check(url: str, device: str) -> dict[str, Any]:
@@ -24,16 +24,14 @@ def check(url: str, device: str) -> dict[str, Any]:
     from sqlalchemy import func, select
 
     from sqlheads.engine.devices import resolve_device, supports_bf16
-    from sqlheads.store import schema
+    from sqlheads.store import migrations, schema
     from sqlheads.store.repository import Store
 
     store = Store.from_url(url)
     try:
-        if not store.is_initialised():
-            raise NotInitialisedError(
-                "the database has no sqlheads schema: run `sqlheads init` (the compose "
-                "stack's migrate service does) before starting a sidecar"
-            )
+        # No schema, or one another sqlheads version left: the compose stack's migrate
+        # service runs `sqlheads init` before any sidecar starts.
+        migrations.ensure_current(store, upgrade_sqlite=False)
         with store.engine.connect() as connection:
             queued = connection.execute(
                 select(func.count()).select_from(schema.job_queue)

@@ -151,12 +151,6 @@ class Store:
     def from_url(cls, url: str) -> Store:
         return cls(make_engine(url))
 
-    def is_initialised(self) -> bool:
-        from sqlalchemy import inspect
-
-        schema = s.SCHEMA if self.engine.dialect.name == "mssql" else None
-        return inspect(self.engine).has_table(s.models.name, schema=schema)
-
     @property
     def is_sqlite(self) -> bool:
         return self.engine.dialect.name == "sqlite"
