@@ -194,9 +194,9 @@ def render(results: dict[str, dict]) -> str:
         "Every figure below was measured by `bench/` on the machine named under each section, "
         "side by side with the tool a user would otherwise pick. Nothing here is typed in by "
         f"hand: reproduce it all with `{REPRODUCE}` (about 20 minutes on 2 cores), or one "
-        "benchmark with `python -m bench encode|load|train|score|accuracy` (add `--quick` for "
-        "small sizes). The GPU sidecar's benchmark runs on a GPU machine, by name: "
-        "`python -m bench sidecar`. The numbers are also in `benchmarks.json`.",
+        f"benchmark with `python -m bench {'|'.join(n for n in ORDER if n not in GPU_ONLY)}` "
+        "(add `--quick` for small sizes). The GPU sidecar's benchmark runs on a GPU machine, "
+        "by name: `python -m bench sidecar`. The numbers are also in `benchmarks.json`.",
         "",
     ]
     if sections:
