@@ -143,8 +143,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         f"What the fast recipe trades: {FAST_BATCH_SIZE}-row batches at a constant rate stop "
         f"once the validation loss has gone {HeadParams().patience} epoch(s) without "
         "improving, keeping the best epoch's weights, so it trains on "
-        "90 % of the training rows and rarely runs the 30 epochs; the seed recipe decays its "
-        "rate to zero over all 30."
+        f"{100 * (1 - HeadParams().validation_fraction):g} % of the training rows and rarely "
+        "runs the 30 epochs; the seed recipe decays its rate to zero over all 30."
     )
     section.plots.append(_plot(out_dir, results))
     return section

@@ -7,35 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import func, select
 
-import sqlheads_migrations
 from sqlheads import host
 from sqlheads.store import migrations
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
 
 
-def _step(store: Store, verb, target: str) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(Path(sqlheads_migrations.__file__).parent))
-    with store.engine.begin() as connection:
-        config.attributes["connection"] = connection
-        verb(config, target)
-
-
 def test_down_to_each_revision_and_back_up(tmp_path: Path) -> None:
     store = Store.from_url(f"sqlite:///{tmp_path / 'chain.db'}")
     host.init(store)
     for target in ("0004", "0003", "0002", "0001"):
-        _step(store, command.downgrade, target)
+        migrations.migrate(store, target, downgrade=True)
         with store.engine.connect() as c:
             assert MigrationContext.configure(c).get_current_revision() == target
-    _step(store, command.upgrade, "head")
+    migrations.migrate(store)
     with store.engine.connect() as c:
         assert compare_metadata(MigrationContext.configure(c), s.metadata) == []
 
@@ -57,7 +46,7 @@ def test_a_store_holding_predictions_goes_down_and_up_losing_nothing(
     labels = "SELECT item_key, label FROM reviews"
     host.train(store, head="sentiment", set_name="reviews", labels=labels, deploy="always")
     host.predict(store, head="sentiment", set_name="reviews")
-    before, revision = _counts(store), migrations.current_revision(store)
+    before, revision = _counts(store), migrations.schema_state(store).current
     assert before["predictions"] == 40 and before["deployments"] == 1
     assert migrations.migrate(store, "0002", downgrade=True) == "0002"
     assert migrations.migrate(store) == revision

@@ -89,12 +89,6 @@ def ensure_current(store: Store, *, upgrade_sqlite: bool = True) -> str:
     return state.head if state.current == state.head else migrate(store)
 
 
-def current_revision(store: Store) -> str | None:
-    """The revision a store's database is at; None before the first migration."""
-    with store.engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
-
-
 def migrate(store: Store, target: str = "head", *, downgrade: bool = False) -> str | None:
     """Upgrade (or downgrade) the store's schema to ``target`` in one transaction; returns
     the revision it is at afterwards."""
