@@ -45,7 +45,7 @@ for name in ("sqlheads", "numpy", "pandas", "torch", "onnxruntime", "tokenizers"
     except Exception as error:
         rows.append((name, "MISSING: " + repr(error)))
 try:
-    from sqlheads.procedures import server_cache_dir
+    from sqlheads.sqlserver import server_cache_dir
     folder = server_cache_dir()
     os.makedirs(folder, exist_ok=True)
     probe = os.path.join(folder, ".smoke-" + str(os.getpid()))

@@ -189,13 +189,13 @@ def test_analysts_day_as_an_analyst_and_bi_as_a_reader(admin, people) -> None:
         "SELECT reason FROM heads.deployments WHERE head = ? ORDER BY deployment_id",
         f"q_{s}",
     )
-    from sqlheads import procedures
+    from sqlheads import settings
 
     assert [r["reason"] for r in reasons] == [
-        procedures.deploy_reason("if-better"),
-        procedures.deploy_reason("always"),
-        procedures.REASON_ROLL_BACK,
-        procedures.REASON_BY_HAND,
+        settings.deploy_reason("if-better"),
+        settings.deploy_reason("always"),
+        settings.REASON_ROLL_BACK,
+        settings.REASON_BY_HAND,
     ]
     summary = run(
         reader, "SELECT * FROM heads.model_summary WHERE head = ? ORDER BY version", f"q_{s}"

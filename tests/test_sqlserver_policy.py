@@ -16,7 +16,7 @@ import pytest
 import sqlheads_sql
 from sqlserver_tsql import ROOT, procedure_parameters, strip_comments_and_strings
 
-from sqlheads import procedures
+from sqlheads import procedures, settings
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ERRORS, InvalidParameterError
 
@@ -35,12 +35,12 @@ def code(path: Path) -> str:
 
 def python_constants() -> tuple[set[str], set[str], set[float]]:
     """(strings, integers as written, floats) that Python decides."""
-    strings = {procedures.DEFAULT_ENCODER, procedures.REASON_BY_HAND, procedures.REASON_ROLL_BACK}
-    strings |= set(procedures.DEPLOY_POLICIES) | {
-        procedures.deploy_reason(p) for p in procedures.DEPLOY_POLICIES
+    strings = {settings.DEFAULT_ENCODER, settings.REASON_BY_HAND, settings.REASON_ROLL_BACK}
+    strings |= set(settings.DEPLOY_POLICIES) | {
+        settings.deploy_reason(p) for p in settings.DEPLOY_POLICIES
     }
     integers: set[str] = set()
-    for setting in procedures.SETTINGS.values():
+    for setting in settings.SETTINGS.values():
         strings |= set(setting.choices)
         for value in (setting.default, setting.minimum, setting.maximum):
             if isinstance(value, str):
@@ -90,26 +90,26 @@ def test_the_duplicate_check_finds_the_drift_it_was_written_for() -> None:
 
 
 def test_settings_rows_are_python_settings() -> None:
-    batch = sqlheads_sql.settings_batch(procedures.SETTINGS)
-    for name, setting in procedures.SETTINGS.items():
+    batch = sqlheads_sql.settings_batch(settings.SETTINGS)
+    for name, setting in settings.SETTINGS.items():
         assert f"N'{name}'" in batch
         if setting.default is not None:
             assert f"N'{setting.default}'" in batch
     read = set(re.findall(r"@name = N'([\w.]+)'", "".join(p.read_text() for p in CURRENT)))
-    assert read <= set(procedures.SETTINGS), read - set(procedures.SETTINGS)
+    assert read <= set(settings.SETTINGS), read - set(settings.SETTINGS)
     assert {"reason.by_hand", "reason.roll_back", "encoder", "long_text"} <= read
 
 
 def test_choices_have_one_canonical_spelling() -> None:
-    assert procedures.choice("long_text", " WINDOW ") == "window"
-    assert procedures.choice("deploy", "If-Better") == "if-better"
-    assert procedures.choice("long_text", None) == procedures.SETTINGS["long_text"].default
+    assert settings.choice("long_text", " WINDOW ") == "window"
+    assert settings.choice("deploy", "If-Better") == "if-better"
+    assert settings.choice("long_text", None) == settings.SETTINGS["long_text"].default
     with pytest.raises(InvalidParameterError, match="sometimes") as refused:
-        procedures.choice("deploy", "sometimes")
+        settings.choice("deploy", "sometimes")
     assert refused.value.number == 50012
-    assert procedures.bounded("embed.batch_rows", None) == 1000
+    assert settings.bounded("embed.batch_rows", None) == 1000
     with pytest.raises(InvalidParameterError, match="batch_size") as out_of_range:
-        procedures.bounded("embed.batch_size", 0)
+        settings.bounded("embed.batch_size", 0)
     assert out_of_range.value.number == 50012
     # T-SQL canonicalises in heads.setting, against the same choices, lower-cased both sides.
     setting = code(BY_NAME["heads.setting"])
@@ -304,9 +304,9 @@ def test_signed_modules_run_only_fixed_python() -> None:
 
 def test_migrations_sign_after_every_change() -> None:
     head = sqlheads_sql.revisions()[-1]
-    up = sqlheads_sql.upgrade_batches(head, procedures.SETTINGS)
+    up = sqlheads_sql.upgrade_batches(head, settings.SETTINGS)
     assert up[-1] == f"EXEC {sqlheads_sql.SIGNER}"
-    down = sqlheads_sql.downgrade_batches("0003", procedures.SETTINGS)
+    down = sqlheads_sql.downgrade_batches("0003", settings.SETTINGS)
     assert down[0] == f"EXEC {sqlheads_sql.SIGNER} @remove = 1"
 
 

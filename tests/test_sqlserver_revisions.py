@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlheads_sql
 
-from sqlheads.procedures import SETTINGS
+from sqlheads.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 MSSQL_URL = "mssql+mssqlpython://user:password@server/database"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from sqlserver_tsql import ExternalCall, external_calls, input_columns
 
-from sqlheads import procedures
+from sqlheads import procedures, settings, sqlserver
 from sqlheads.store.vectors import pack_rows
 
 CALLS = {call.path.stem: call for call in external_calls()}
@@ -93,14 +93,14 @@ def test_result_sets_are_the_functions_output(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(VERBS))
 def test_result_set_types_are_the_python_types(name: str) -> None:
     declared = {c: SQL_TO_PYTHON[kind.split("(")[0]] for c, kind in CALLS[name].result_columns}
-    assert declared == procedures.RESULT_TYPES[VERBS[name]]
+    assert declared == sqlserver.RESULT_TYPES[VERBS[name]]
 
 
 def assert_typed(frame: pd.DataFrame, verb: str) -> None:
     """Every column of an OutputDataSet holds the Python type its result-set column needs."""
     python = {"int": int, "float": float, "bool": bool, "str": str, "bytes": bytes}
     dtypes = {"int": "int32", "float": "float64", "bool": "bool"}
-    for column, kind in procedures.RESULT_TYPES[verb].items():
+    for column, kind in sqlserver.RESULT_TYPES[verb].items():
         if kind in dtypes:
             assert str(frame[column].dtype) == dtypes[kind], (column, frame[column].dtype)
         values = [v for v in frame[column] if v is not None]
@@ -157,7 +157,7 @@ def test_train_then_predict_scripts() -> None:
     assert_typed(trained["OutputDataSet"], "train")
     row = trained["OutputDataSet"].iloc[0]
     assert row["macro_f1"] > 0.8 and bool(row["deploy"]) is True
-    assert row["deploy_reason"] == procedures.deploy_reason("if-better")
+    assert row["deploy_reason"] == settings.deploy_reason("if-better")
     assert hashlib.sha256(row["blob"]).hexdigest() == row["sha256"]
 
     predict_input = pd.DataFrame(
@@ -249,7 +249,7 @@ def test_null_parameters_arrive_as_nan_and_still_mean_the_default() -> None:
 
 
 def test_sql_server_parameters_normalise_nan_and_integral_floats() -> None:
-    arguments = procedures.sql_server_parameters(
+    arguments = sqlserver.sql_server_parameters(
         procedures.train,
         {"dim": np.float64(8.0), "hidden": NAN, "lr": 1.0, "epochs": np.int64(3), "seed": None},
     )
@@ -271,17 +271,17 @@ def test_decide_script_says_whether_to_deploy() -> None:
 def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
     """An all-rejected embed batch still returns bytes in ``vector`` and ints in ``windows``
     (point 7); an empty predict output keeps its dtypes."""
-    rejected = procedures.typed_frame(
+    rejected = sqlserver.typed_frame(
         pd.DataFrame(
             [("a", None, None, None, "text is NULL"), ("b", None, None, None, "text is empty")],
             columns=list(procedures.EMBED_OUTPUT),
         ),
-        procedures.RESULT_TYPES["embed"],
+        sqlserver.RESULT_TYPES["embed"],
     )
     assert_typed(rejected, "embed")
     assert list(rejected["vector"]) == [b"", b""] and list(rejected["windows"]) == [0, 0]
-    empty = procedures.typed_frame(
-        pd.DataFrame(columns=list(procedures.PREDICT_OUTPUT)), procedures.RESULT_TYPES["predict"]
+    empty = sqlserver.typed_frame(
+        pd.DataFrame(columns=list(procedures.PREDICT_OUTPUT)), sqlserver.RESULT_TYPES["predict"]
     )
     assert empty.empty and str(empty["score"].dtype) == "float64"
 

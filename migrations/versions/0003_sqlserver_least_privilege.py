@@ -5,7 +5,7 @@ Revises: 0002
 Create Date: 2026-11-23 00:30:00.000000
 
 - ``heads.settings`` (SQL Server only): the defaults, bounds and choices of the procedures'
-  parameters, copied from ``sqlheads.procedures.SETTINGS`` on every upgrade and downgrade, so
+  parameters, copied from ``sqlheads.settings.SETTINGS`` on every upgrade and downgrade, so
   that T-SQL carries out Python's policy instead of restating it;
 - an index on ``predictions(set_id)`` for ``drop_set`` (every dialect);
 - the objects of ``sql/0003/`` (new versions of the verbs, the lock, guard, settings and
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 import sqlheads_sql
-from sqlheads.procedures import SETTINGS
+from sqlheads.settings import SETTINGS
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0003"

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 import sqlheads_sql
-from sqlheads.procedures import SETTINGS
+from sqlheads.settings import SETTINGS
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0004"

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 import sqlheads_sql
-from sqlheads.procedures import SETTINGS
+from sqlheads.settings import SETTINGS
 from sqlheads.store.schema import JOB_KINDS, JOB_STATES
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads import host
+from sqlheads import host, settings
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import DatabaseError, SqlheadsError
@@ -333,9 +333,13 @@ def train(
         typer.Option(help="Rows per step (fast 512; seed 64, or rows/100 if larger)."),
     ] = HeadParams.batch_size,
     dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
-    test_fraction: Annotated[float, typer.Option(help="Held-out share, stratified.")] = 0.2,
+    test_fraction: Annotated[
+        float, typer.Option(help="Held-out share, stratified.")
+    ] = settings.TEST_FRACTION,
     seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,
-    deploy: Annotated[str, typer.Option(help="if-better, always or never.")] = "if-better",
+    deploy: Annotated[
+        str, typer.Option(help="if-better, always or never.")
+    ] = settings.DEFAULT_DEPLOY,
     encoder: Annotated[
         str | None, typer.Option(help="Refuse unless the set uses this encoder.")
     ] = None,
@@ -405,9 +409,13 @@ def distill(
     epochs: Annotated[int | None, typer.Option(help="Default: the student kind's.")] = None,
     lr: Annotated[float | None, typer.Option(help="Default: the student kind's.")] = None,
     batch_size: Annotated[int, typer.Option()] = DistillParams.batch_size,
-    test_fraction: Annotated[float, typer.Option(help="Held-out share, as train's.")] = 0.2,
+    test_fraction: Annotated[
+        float, typer.Option(help="Held-out share, as train's.")
+    ] = settings.TEST_FRACTION,
     seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
-    deploy: Annotated[str, typer.Option(help="if-better, always or never.")] = "if-better",
+    deploy: Annotated[
+        str, typer.Option(help="if-better, always or never.")
+    ] = settings.DEFAULT_DEPLOY,
     student_model: Annotated[
         str | None,
         typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),

@@ -60,7 +60,6 @@ def run_demo(
             head=HEAD,
             set_name=SET,
             labels=f"SELECT item_key, label FROM {TABLE}",
-            deploy="if-better",
             progress=train_progress,
         )
     else:

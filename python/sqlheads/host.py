@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 import pandas as pd
 from sqlalchemy.exc import IntegrityError
 
-from sqlheads import procedures
+from sqlheads import procedures, settings
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.kinds import model_kind, student_kind
@@ -48,9 +48,9 @@ from sqlheads.store.soft_labels import (
     store_soft_labels,
 )
 
-DEFAULT_ENCODER = procedures.DEFAULT_ENCODER  # decided once, in procedures (SETTINGS)
+DEFAULT_ENCODER = settings.DEFAULT_ENCODER  # decided once, in settings (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
-LOCK_TIMEOUT_MS = int(procedures.SETTINGS["lock_timeout_ms"].default)  # as heads.* wait
+LOCK_TIMEOUT_MS = int(settings.SETTINGS["lock_timeout_ms"].default)  # as heads.* wait
 
 Progress = Callable[[int, int | None], None]  # (rows just done, total rows or None)
 Stage = Callable[[str], None]  # what a long call is doing now, e.g. exporting the encoder
@@ -299,11 +299,11 @@ def embed_rows(
     when given. Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
-    # The same bounds and spellings as heads.embed: both read procedures.SETTINGS.
+    # The same bounds and spellings as heads.embed: both read settings.SETTINGS.
     if long_text is not None:
-        long_text = procedures.choice("long_text", long_text)
-    batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
-    batch_size = procedures.bounded("embed.batch_size", batch_size)
+        long_text = settings.choice("long_text", long_text)
+    batch_rows = settings.bounded("embed.batch_rows", batch_rows)
+    batch_size = settings.bounded("embed.batch_size", batch_size)
     embedding_set = check_embedding_set(store, set_name, encoder, long_text)
     if embedding_set is not None:
         chosen = store.encoder(embedding_set.encoder_id)
@@ -387,7 +387,7 @@ def train(
     set_name: str,
     labels: str,
     encoder: str | None = None,
-    deploy: str = "if-better",
+    deploy: str = settings.DEFAULT_DEPLOY,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
     **head_params: Any,
@@ -494,7 +494,7 @@ def distill(
     teacher: str | None = None,
     source: str | None = None,
     transfer: str | None = None,
-    deploy: str = "if-better",
+    deploy: str = settings.DEFAULT_DEPLOY,
     threads: int | None = None,
     **distill_params: Any,
 ) -> dict[str, Any]:
@@ -513,7 +513,7 @@ def distill(
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = read_labels(store, labels)
     if soft_labels is not None:
-        suffix = procedures.SETTINGS["teacher.suffix"].default
+        suffix = settings.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
         refuse_foreign_teacher(find_teacher(store, name), embedding_set)
         soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
@@ -774,7 +774,7 @@ def deploy(
 ) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
     model = store.find_model(head, version)
-    store.deploy(head, model.model_id, procedures.REASON_BY_HAND)
+    store.deploy(head, model.model_id, settings.REASON_BY_HAND)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 
 
@@ -800,7 +800,7 @@ def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, procedures.REASON_ROLL_BACK)
+    store.deploy(head, previous, settings.REASON_ROLL_BACK)
     model = store.model_by_id(previous)
     return {"head": head, "version": model.version, "model_id": model.model_id}
 

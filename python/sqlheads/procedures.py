@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ import pandas as pd
 
 from sqlheads.engine import kinds
 from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.encoder import LONG_TEXT_MODES, load_encoder
+from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.errors import (
@@ -41,137 +39,25 @@ from sqlheads.errors import (
     QueryShapeError,
     SqlheadsError,
 )
+from sqlheads.settings import (
+    DEFAULT_DEPLOY,
+    DEPLOY_POLICIES,
+    TEST_FRACTION,
+    choice,
+    deploy_reason,
+)
+from sqlheads.sqlserver import RESULT_TYPES, server_cache_dir, sql_server_parameters, typed_frame
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
-DEPLOY_POLICIES = ("if-better", "always", "never")
-EMBED_ENGINES = ("auto", "onnx", "torch")
-DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
-# Why a version was deployed: one row of deployments each, the same words on both hosts.
-REASON_BY_HAND = "deployed by hand"
-REASON_ROLL_BACK = "roll-back"
-
-
-def deploy_reason(policy: str) -> str:
-    """The reason recorded when ``train`` deploys the version it made under ``policy``."""
-    return f"trained ({policy})"
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One parameter's policy: its default, its allowed values or its bounds.
-
-    Decided here, once. The embedded host checks against it; on SQL Server the migrations
-    copy :data:`SETTINGS` into ``heads.settings``, which the procedures read instead of
-    restating a value (``heads.setting_choice``, ``heads.setting_int``).
-    """
-
-    default: str | int | None
-    choices: tuple[str, ...] = ()
-    minimum: int | None = None
-    maximum: int | None = None
-
-
-SETTINGS: dict[str, Setting] = {
-    "encoder": Setting(DEFAULT_ENCODER),
-    "long_text": Setting(LONG_TEXT_MODES[0], choices=LONG_TEXT_MODES),
-    "deploy": Setting(DEPLOY_POLICIES[0], choices=DEPLOY_POLICIES),
-    # Measured on the 2-core build machine (README, "A 10M-row table"): a fresh Python costs
-    # ~0.65 s to import this module and ~0.55 s to load the cached encoder, against ~6.3 s of
-    # encoding for 1000 short texts: 1000 rows keep ~16 % overhead and lose little to a failure.
-    "embed.batch_rows": Setting(1000, minimum=1, maximum=1_000_000),
-    "embed.batch_size": Setting(32, minimum=1, maximum=4096),
-    # SQL Server's predict batches (the embedded host reads its chunks without a process start):
-    # ~0.43 s of start-up against ~0.18 s of scoring for 10,000 rows, ~1.1 s for 100,000.
-    "predict.batch_rows": Setting(100_000, minimum=1, maximum=1_000_000),
-    "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
-    "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
-    "reason.by_hand": Setting(REASON_BY_HAND),
-    # distill: soft labels given as a query are stored as teacher HEAD + this suffix unless
-    # the call names one; predict: the model kinds that read raw text (engine/kinds.py).
-    "teacher.suffix": Setting("_teacher"),
-    "predict.text_kinds": Setting(
-        ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
-    ),
-    "reason.roll_back": Setting(REASON_ROLL_BACK),
-    # The sidecar's job queue (store/jobs.py, sidecar/, heads.request_*). A sidecar beats
-    # every heartbeat_seconds; a running job whose beat is older than stale_after_seconds (a
-    # sidecar killed, a machine gone) is claimable again; a job fails for good after
-    # max_attempts claims. An idle sidecar polls every poll_seconds.
-    "jobs.heartbeat_seconds": Setting(10, minimum=1, maximum=3600),
-    "jobs.stale_after_seconds": Setting(120, minimum=1, maximum=86_400),
-    "jobs.max_attempts": Setting(3, minimum=1, maximum=100),
-    "jobs.poll_seconds": Setting(5, minimum=1, maximum=3600),
-    # An embed request is split into this many parts by key range (one per sidecar).
-    "embed.parts": Setting(1, minimum=1, maximum=64),
-    # Who embeds in an embed job: auto = PyTorch on a GPU, the set's ONNX graph on a CPU.
-    "embed.engine": Setting(EMBED_ENGINES[0], choices=EMBED_ENGINES),
-}
-
-
-def choice(name: str, value: str | None) -> str:
-    """The canonical spelling of a choice (case and surrounding blanks ignored), or its default.
-
-    The one place where ``'WINDOW '`` becomes ``'window'``: T-SQL finds the same canonical
-    value in ``heads.settings``, so a set never stores a spelling Python would later refuse.
-    """
-    setting = SETTINGS[name]
-    if value is None:
-        return str(setting.default)
-    wanted = str(value).strip().lower()
-    for allowed in setting.choices:
-        if allowed.lower() == wanted:
-            return allowed
-    *others, last = setting.choices
-    raise InvalidParameterError(
-        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass "
-        f"{', '.join(others)} or {last}"
-    )
-
-
-def bounded(name: str, value: int | None) -> int:
-    """``value`` within the setting's bounds, or its default when ``None``."""
-    setting = SETTINGS[name]
-    if value is None:
-        return int(setting.default)  # type: ignore[arg-type]
-    if (setting.minimum is not None and value < setting.minimum) or (
-        setting.maximum is not None and value > setting.maximum
-    ):
-        raise InvalidParameterError(
-            f"{name} {value} is out of range: pass a value between {setting.minimum} and "
-            f"{setting.maximum}"
-        )
-    return int(value)
-
-
 EMBED_INPUT = ("item_key", "text")  # plus, optionally, stored_sha256
-EMBED_OUTPUT = ("item_key", "text_sha256", "vector", "windows", "reject_reason")
+EMBED_OUTPUT = tuple(RESULT_TYPES["embed"])
 TRAIN_INPUT = ("item_key", "label", "vector")
-TRAIN_OUTPUT = (
-    "classes_json",
-    "params_json",
-    "metrics_json",
-    "loss_curve_json",
-    "accuracy",
-    "macro_f1",
-    "rows_train",
-    "rows_test",
-    "seconds",
-    "blob",
-    "sha256",
-    "onnx",
-    "deploy",
-    "deploy_reason",
-    "kind",
-    "parameters",
-)
+TRAIN_OUTPUT = tuple(RESULT_TYPES["train"])
 DUPLICATE_KEY = "duplicate item_key in the source query"
 DISTILL_INPUT = ("item_key", "label", "logits")  # + the kind's input; optionally in_transfer
-DISTILL_OUTPUT = TRAIN_OUTPUT + (
-    "teacher_accuracy",
-    "rows_without_input",
-)
+DISTILL_OUTPUT = tuple(RESULT_TYPES["distill"])
 PREDICT_INPUT = ("item_key", "vector")  # "text" instead of "vector" for a text model
-PREDICT_OUTPUT = ("item_key", "label", "score", "probabilities_json")
+PREDICT_OUTPUT = tuple(RESULT_TYPES["predict"])
 
 
 def _require_columns(frame: pd.DataFrame, needed: tuple[str, ...], what: str) -> None:
@@ -323,9 +209,9 @@ def train(
     weight_decay: float = HeadParams.weight_decay,
     batch_size: int | None = HeadParams.batch_size,
     dropout: float = HeadParams.dropout,
-    test_fraction: float = 0.2,
+    test_fraction: float = TEST_FRACTION,
     seed: int = 0,
-    deploy: str = "if-better",
+    deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
     on_epoch: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
@@ -410,7 +296,7 @@ def train(
 
 
 SOFT_LABELS_INPUT = ("item_key", "row_json")
-SOFT_LABELS_OUTPUT = ("item_key", "logits", "classes_json")
+SOFT_LABELS_OUTPUT = tuple(RESULT_TYPES["soft_labels"])
 
 
 def soft_labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -472,9 +358,9 @@ def distill(
     lr: float | None = None,
     batch_size: int = DistillParams.batch_size,
     hidden: int | None = None,
-    test_fraction: float = 0.2,
+    test_fraction: float = TEST_FRACTION,
     seed: int = 0,
-    deploy: str = "if-better",
+    deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
     threads: int | None = None,
     student_model: str | None = None,
@@ -754,10 +640,10 @@ def predict(
 # SQL Server's door: the one function every ``@script`` in sql/ calls.
 
 DECIDE_INPUT = ("new_macro_f1", "deployed_macro_f1")
-DECIDE_OUTPUT = ("deploy", "deploy_reason")
+DECIDE_OUTPUT = tuple(RESULT_TYPES["decide"])
 
 
-def decide(input_data: pd.DataFrame, *, deploy: str = "if-better") -> pd.DataFrame:
+def decide(input_data: pd.DataFrame, *, deploy: str = DEFAULT_DEPLOY) -> pd.DataFrame:
     """The deploy decision again, for a training whose deployed version changed meanwhile.
 
     ``heads.train`` trains outside its write transaction; if another session deployed a
@@ -781,124 +667,6 @@ SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]]
     "distill": (distill, DISTILL_OUTPUT),
     "soft_labels": (soft_labels, SOFT_LABELS_OUTPUT),
 }
-
-# The Python type of each output column, as Machine Learning Services maps it onto the
-# procedure's WITH RESULT SETS types ("Python and SQL data types", Microsoft Learn:
-# learn.microsoft.com/sql/machine-learning/python/python-libraries-and-data-types): str ->
-# nvarchar/char, bytes -> varbinary, int32 -> int, float64 -> float, bool -> bit. A test
-# holds every WITH RESULT SETS clause of sql/ to these.
-RESULT_TYPES: dict[str, dict[str, str]] = {
-    "embed": {
-        "item_key": "str",
-        "text_sha256": "str",
-        "vector": "bytes",
-        "windows": "int",
-        "reject_reason": "str",
-    },
-    "train": {
-        "classes_json": "str",
-        "params_json": "str",
-        "metrics_json": "str",
-        "loss_curve_json": "str",
-        "accuracy": "float",
-        "macro_f1": "float",
-        "rows_train": "int",
-        "rows_test": "int",
-        "seconds": "float",
-        "blob": "bytes",
-        "sha256": "str",
-        "onnx": "bytes",
-        "deploy": "bool",
-        "deploy_reason": "str",
-        "kind": "str",
-        "parameters": "int",
-    },
-    "predict": {"item_key": "str", "label": "str", "score": "float", "probabilities_json": "str"},
-    "decide": {"deploy": "bool", "deploy_reason": "str"},
-    "soft_labels": {"item_key": "str", "logits": "bytes", "classes_json": "str"},
-}
-RESULT_TYPES["distill"] = RESULT_TYPES["train"] | {
-    "teacher_accuracy": "float",
-    "rows_without_input": "int",
-}
-
-# What a NULL becomes where a result column must keep its type: an all-rejected embed batch
-# still returns bytes in ``vector`` (b"", never stored: T-SQL keeps only rows without a
-# reject_reason), and ``windows`` is 0 for a rejected row rather than NaN, which would turn
-# the column into float.
-_FILL = {"int": 0, "float": 0.0, "bool": False, "str": "", "bytes": b""}
-_DTYPE = {"int": "int32", "float": "float64", "bool": "bool", "str": "object", "bytes": "object"}
-
-
-def typed_frame(frame: pd.DataFrame | None, types: Mapping[str, str]) -> pd.DataFrame:
-    """``frame`` with exactly the declared columns, each of its declared Python type.
-
-    ``None`` gives a placeholder row (error paths): a frame whose types SQL Server cannot
-    infer from zero rows never reaches it, and the procedure throws before it reads the row.
-    """
-    if frame is None:
-        frame = pd.DataFrame([{c: _FILL[kind] for c, kind in types.items()}])
-    columns = {}
-    for column, kind in types.items():
-        # NULL is None in a text column (never NaN, a float), and never reaches a column whose
-        # type a NULL would change (int, bit, varbinary): there it is the type's filler.
-        missing = None if kind in ("str", "float") else _FILL[kind]
-        values = [missing if _is_null(v) else v for v in frame[column]]
-        if kind == "bytes":
-            values = [bytes(v) for v in values]
-        # Built from a list with its dtype: Series.map would turn None back into NaN.
-        columns[column] = pd.Series(values, dtype=_DTYPE[kind])
-    return pd.DataFrame(columns, columns=list(types))
-
-
-def _is_null(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def sql_server_parameters(
-    function: Callable[..., pd.DataFrame], params: Mapping[str, object]
-) -> dict[str, object]:
-    """Scalars as ``sp_execute_external_script`` hands them over, made what Python expects.
-
-    A T-SQL NULL may arrive as ``None`` or as ``NaN`` (a float), and an ``int`` as a float or
-    a NumPy scalar. NULL means "the default" (the parameter is left out, so the function's own
-    default applies: one place decides it); an integral float for an ``int`` parameter becomes
-    an int, so that validation and ``if-better`` see the values the caller meant.
-    """
-    import inspect
-
-    signature = inspect.signature(function).parameters
-    arguments: dict[str, object] = {}
-    for name, value in params.items():
-        if isinstance(value, np.generic):
-            value = value.item()
-        if _is_null(value):
-            continue
-        annotation = str(signature[name].annotation)
-        if (
-            isinstance(value, float)
-            and value.is_integer()
-            and "int" in annotation
-            and "float" not in annotation
-        ):
-            value = int(value)
-        arguments[name] = value
-    return arguments
-
-
-def server_cache_dir() -> str:
-    """The encoder cache of the server's runtime: ``SQLHEADS_CACHE`` or the platform's folder.
-
-    Decided in Python rather than by T-SQL reading ``sys.dm_os_host_info``, which on SQL Server
-    2022 needs VIEW SERVER PERFORMANCE STATE that an analyst does not hold (Microsoft Learn,
-    sys.dm_os_host_info, "Permissions").
-    """
-    configured = os.environ.get("SQLHEADS_CACHE")
-    if configured:
-        return configured
-    if sys.platform == "win32":
-        return r"C:\ProgramData\sqlheads\cache"
-    return "/var/opt/mssql/sqlheads/cache"
 
 
 def sql_server_call(

@@ -10,7 +10,7 @@ from sqlheads.errors import InvalidParameterError, TooFewRowsError
 
 
 def stratified_split(
-    keys: Sequence[str], labels: Sequence[str], *, test_fraction: float = 0.2, seed: int = 0
+    keys: Sequence[str], labels: Sequence[str], *, test_fraction: float, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks (train, test) over rows, stratified by label and fixed by ``seed``.
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlheads import host, procedures
+from sqlheads import host, settings
 from sqlheads.store.jobs import in_range
 from sqlheads.store.repository import Store
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: str, device: Any):
     """The PyTorch encoder of the set's model for engine ``torch`` (or ``auto`` on a GPU);
     None for ``onnx`` (the set's registered graph, as ``sqlheads embed`` uses)."""
-    engine = procedures.choice("embed.engine", engine)
+    engine = settings.choice("embed.engine", engine)
     if engine == "onnx" or (engine == "auto" and device.type != "cuda"):
         return None
     from sqlalchemy import select
@@ -40,7 +40,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
     name = (
         store.encoder(found.encoder_id).name
         if found is not None
-        else encoder_name or procedures.DEFAULT_ENCODER
+        else encoder_name or settings.DEFAULT_ENCODER
     )
     with store.engine.connect() as c:
         row = c.execute(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlheads import host, procedures
+from sqlheads import host, settings
 from sqlheads.store.jobs import JobQueue, split_keys
 from sqlheads.store.repository import Store, validate_name
 
@@ -34,11 +34,11 @@ def request_embed(
     """
     validate_name("set", set_name)
     if long_text is not None:
-        long_text = procedures.choice("long_text", long_text)
-    engine = procedures.choice("embed.engine", engine)
-    parts = procedures.bounded("embed.parts", parts)
-    batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
-    batch_size = procedures.bounded("embed.batch_size", batch_size)
+        long_text = settings.choice("long_text", long_text)
+    engine = settings.choice("embed.engine", engine)
+    parts = settings.bounded("embed.parts", parts)
+    batch_rows = settings.bounded("embed.batch_rows", batch_rows)
+    batch_size = settings.bounded("embed.batch_size", batch_size)
     existing = host.check_embedding_set(store, set_name, encoder, long_text)
     keys = [
         str(key)

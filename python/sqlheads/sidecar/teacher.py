@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import host, procedures
+from sqlheads import host, procedures, settings
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
@@ -38,8 +38,8 @@ DEFAULTS: dict[str, Any] = {
     "model": "all-mpnet-base-v2",
     "students": list(STUDENTS),
     "student_model": "all-MiniLM-L6-v2",
-    "deploy": "if-better",
-    "test_fraction": 0.2,  # train's and distill's held-out fraction: the same split
+    "deploy": settings.DEFAULT_DEPLOY,
+    "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
 }
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
 STAGES = "stages.json"
@@ -79,7 +79,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             "pass e.g. ['encoder', 'word'], or [] to fine-tune the teacher alone"
         )
     request["students"] = list(students)
-    request["deploy"] = procedures.choice("deploy", request["deploy"])
+    request["deploy"] = settings.choice("deploy", request["deploy"])
     for name in ("model", "student_model"):
         if not isinstance(request[name], str) or not request[name].strip():
             raise InvalidParameterError(
@@ -125,9 +125,7 @@ def run_teacher(
     started = time.perf_counter()
     request = validate_teacher_request(parameters)
     validate_name("head", head)
-    teacher_name = validate_name(
-        "teacher", f"{head}{procedures.SETTINGS['teacher.suffix'].default}"
-    )
+    teacher_name = validate_name("teacher", f"{head}{settings.SETTINGS['teacher.suffix'].default}")
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     # Soft labels of another set under this name are refused before any work (50021).
@@ -296,7 +294,7 @@ def _version_row(teacher, graph, metrics, request, split, deployed):
         "deploy": procedures.decide_deploy(
             request["deploy"], metrics["macro_f1"], deployed.macro_f1 if deployed else None
         ),
-        "deploy_reason": procedures.deploy_reason(request["deploy"]),
+        "deploy_reason": settings.deploy_reason(request["deploy"]),
         "kind": "teacher",
         "parameters": teacher.n_parameters_,
     }

@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from sqlheads import procedures
+from sqlheads import settings
 from sqlheads.engine.encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
 from sqlheads.sidecar.progress import ProgressBar, ProgressLines, RecordedProgress
@@ -61,7 +61,7 @@ WORK: dict[str, Callable[..., dict[str, Any]]] = {"teacher": _teacher, "embed": 
 
 @dataclass
 class SidecarOptions:
-    """How a sidecar runs; every number defaults to :data:`procedures.SETTINGS`."""
+    """How a sidecar runs; every number defaults to :data:`settings.SETTINGS`."""
 
     device: str = "auto"
     once: bool = False  # run until nothing is claimable, then stop
@@ -155,10 +155,10 @@ class Sidecar:
         self.device = resolve_device(self.options.device)
         self.queue = JobQueue(store, stale_after_seconds=self.options.stale_after_seconds)
         self.heartbeat_seconds = float(
-            self.options.heartbeat_seconds or procedures.bounded("jobs.heartbeat_seconds", None)
+            self.options.heartbeat_seconds or settings.bounded("jobs.heartbeat_seconds", None)
         )
         self.poll_seconds = float(
-            self.options.poll_seconds or procedures.bounded("jobs.poll_seconds", None)
+            self.options.poll_seconds or settings.bounded("jobs.poll_seconds", None)
         )
         self.console = console or Console(stderr=True)
         self.work_root = self.options.work_root or cache_dir() / "jobs"

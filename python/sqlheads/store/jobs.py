@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Connection, and_, func, insert, literal_column, or_, select, update
 
-from sqlheads import procedures
+from sqlheads import settings
 from sqlheads.errors import (
     JobClaimLostError,
     JobStaleError,
@@ -105,7 +105,7 @@ def in_range(key: str, key_from: str | None, key_to: str | None) -> bool:
 
 class JobQueue:
     """The queue on one store; ``stale_after_seconds`` and ``max_attempts`` default to
-    :data:`procedures.SETTINGS` (``jobs.*``)."""
+    :data:`settings.SETTINGS` (``jobs.*``)."""
 
     def __init__(
         self,
@@ -115,10 +115,8 @@ class JobQueue:
         max_attempts: int | None = None,
     ) -> None:
         self.store = store
-        self.stale_after_seconds = procedures.bounded(
-            "jobs.stale_after_seconds", stale_after_seconds
-        )
-        self.max_attempts = procedures.bounded("jobs.max_attempts", max_attempts)
+        self.stale_after_seconds = settings.bounded("jobs.stale_after_seconds", stale_after_seconds)
+        self.max_attempts = settings.bounded("jobs.max_attempts", max_attempts)
 
     # -- requests ------------------------------------------------------------------------------
 

@@ -1,0 +1,118 @@
+"""Every parameter's policy, decided once: its default, its choices or its bounds.
+
+The embedded host checks a caller's value against :data:`SETTINGS` (:func:`choice`,
+:func:`bounded`); on SQL Server the migrations copy it into ``heads.settings``, which the
+procedures read instead of restating a value. The deploy policies, the reasons a deployment
+records and the verbs' shared defaults (:data:`DEFAULT_DEPLOY`, :data:`TEST_FRACTION`) live here
+too, so that a default is written once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlheads.engine import kinds
+from sqlheads.engine.encoder import LONG_TEXT_MODES
+from sqlheads.errors import InvalidParameterError
+
+DEPLOY_POLICIES = ("if-better", "always", "never")
+DEFAULT_DEPLOY = DEPLOY_POLICIES[0]
+# The held-out share of train, distill and the teacher job: one split for all three.
+TEST_FRACTION = 0.2
+EMBED_ENGINES = ("auto", "onnx", "torch")
+DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
+# Why a version was deployed: one row of deployments each, the same words on both hosts.
+REASON_BY_HAND = "deployed by hand"
+REASON_ROLL_BACK = "roll-back"
+
+
+def deploy_reason(policy: str) -> str:
+    """The reason recorded when ``train`` deploys the version it made under ``policy``."""
+    return f"trained ({policy})"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One parameter's policy: its default, its allowed values or its bounds.
+
+    Decided here, once. The embedded host checks against it; on SQL Server the migrations
+    copy :data:`SETTINGS` into ``heads.settings``, which the procedures read instead of
+    restating a value (``heads.setting_choice``, ``heads.setting_int``).
+    """
+
+    default: str | int | None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+SETTINGS: dict[str, Setting] = {
+    "encoder": Setting(DEFAULT_ENCODER),
+    "long_text": Setting(LONG_TEXT_MODES[0], choices=LONG_TEXT_MODES),
+    "deploy": Setting(DEFAULT_DEPLOY, choices=DEPLOY_POLICIES),
+    # Measured on the 2-core build machine (README, "A 10M-row table"): a fresh Python costs
+    # ~0.65 s to import this module and ~0.55 s to load the cached encoder, against ~6.3 s of
+    # encoding for 1000 short texts: 1000 rows keep ~16 % overhead and lose little to a failure.
+    "embed.batch_rows": Setting(1000, minimum=1, maximum=1_000_000),
+    "embed.batch_size": Setting(32, minimum=1, maximum=4096),
+    # SQL Server's predict batches (the embedded host reads its chunks without a process start):
+    # ~0.43 s of start-up against ~0.18 s of scoring for 10,000 rows, ~1.1 s for 100,000.
+    "predict.batch_rows": Setting(100_000, minimum=1, maximum=1_000_000),
+    "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
+    "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
+    "reason.by_hand": Setting(REASON_BY_HAND),
+    # distill: soft labels given as a query are stored as teacher HEAD + this suffix unless
+    # the call names one; predict: the model kinds that read raw text (engine/kinds.py).
+    "teacher.suffix": Setting("_teacher"),
+    "predict.text_kinds": Setting(
+        ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
+    ),
+    "reason.roll_back": Setting(REASON_ROLL_BACK),
+    # The sidecar's job queue (store/jobs.py, sidecar/, heads.request_*). A sidecar beats
+    # every heartbeat_seconds; a running job whose beat is older than stale_after_seconds (a
+    # sidecar killed, a machine gone) is claimable again; a job fails for good after
+    # max_attempts claims. An idle sidecar polls every poll_seconds.
+    "jobs.heartbeat_seconds": Setting(10, minimum=1, maximum=3600),
+    "jobs.stale_after_seconds": Setting(120, minimum=1, maximum=86_400),
+    "jobs.max_attempts": Setting(3, minimum=1, maximum=100),
+    "jobs.poll_seconds": Setting(5, minimum=1, maximum=3600),
+    # An embed request is split into this many parts by key range (one per sidecar).
+    "embed.parts": Setting(1, minimum=1, maximum=64),
+    # Who embeds in an embed job: auto = PyTorch on a GPU, the set's ONNX graph on a CPU.
+    "embed.engine": Setting(EMBED_ENGINES[0], choices=EMBED_ENGINES),
+}
+
+
+def choice(name: str, value: str | None) -> str:
+    """The canonical spelling of a choice (case and surrounding blanks ignored), or its default.
+
+    The one place where ``'WINDOW '`` becomes ``'window'``: T-SQL finds the same canonical
+    value in ``heads.settings``, so a set never stores a spelling Python would later refuse.
+    """
+    setting = SETTINGS[name]
+    if value is None:
+        return str(setting.default)
+    wanted = str(value).strip().lower()
+    for allowed in setting.choices:
+        if allowed.lower() == wanted:
+            return allowed
+    *others, last = setting.choices
+    raise InvalidParameterError(
+        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass "
+        f"{', '.join(others)} or {last}"
+    )
+
+
+def bounded(name: str, value: int | None) -> int:
+    """``value`` within the setting's bounds, or its default when ``None``."""
+    setting = SETTINGS[name]
+    if value is None:
+        return int(setting.default)  # type: ignore[arg-type]
+    if (setting.minimum is not None and value < setting.minimum) or (
+        setting.maximum is not None and value > setting.maximum
+    ):
+        raise InvalidParameterError(
+            f"{name} {value} is out of range: pass a value between {setting.minimum} and "
+            f"{setting.maximum}"
+        )
+    return int(value)
