@@ -19,7 +19,7 @@ from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.errors import DeviceUnavailableError, JobStateError
 from sqlheads.sidecar.requests import cancel_job, jobs, request_embed
-from sqlheads.sidecar.worker import Sidecar, SidecarOptions
+from sqlheads.sidecar.worker import WORK, Sidecar, SidecarOptions
 from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
@@ -84,6 +84,11 @@ def _assert_same_rows(store: Store, one: str, other: str, *, exact: bool) -> Non
 
 def _sidecar(store: Store, **options) -> dict:
     return Sidecar(store, SidecarOptions(device="cpu", once=True, **options)).run()
+
+
+def test_every_job_kind_the_queue_accepts_has_its_work_and_no_other() -> None:
+    # schema.JOB_KINDS (the queue's check constraint) decides the kinds; WORK runs them.
+    assert set(WORK) == set(s.JOB_KINDS)
 
 
 def test_embed_in_parts_gives_the_vectors_of_a_plain_embed(reviews: Store) -> None:

@@ -5,7 +5,7 @@ can claim a job, and nothing else: the database at ``$SQLHEADS_URL`` (or ``--url
 is initialised, and its login can read the job queue; and the device resolves
 (:func:`sqlheads.engine.devices.resolve_device`: ``cuda`` asked for and absent is 50055, never a
 silent CPU). Prints one JSON line; exits 0 when healthy, 1 otherwise, with the numbered error.
-Kept out of ``cli.py`` so that the CLI's start-up stays light for everyone else.
+Kept out of ``sqlheads.cli`` so that the CLI's start-up stays light for everyone else.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from sqlheads.errors import SqlheadsError
 
 def check(url: str, device: str) -> dict[str, Any]:
     """The sidecar's readiness as a dict; raises the numbered error of the first failure."""
-    from sqlalchemy import func, select
-
     from sqlheads.engine.devices import resolve_device, supports_bf16
-    from sqlheads.store import migrations, schema
+    from sqlheads.store import migrations
+    from sqlheads.store.jobs import JobQueue
     from sqlheads.store.repository import Store
 
     store = Store.from_url(url)
@@ -32,10 +31,7 @@ def check(url: str, device: str) -> dict[str, Any]:
         # No schema, or one another sqlheads version left: the compose stack's migrate
         # service runs `sqlheads init` before any sidecar starts.
         migrations.ensure_current(store, upgrade_sqlite=False)
-        with store.engine.connect() as connection:
-            queued = connection.execute(
-                select(func.count()).select_from(schema.job_queue)
-            ).scalar_one()
+        queued = JobQueue(store).count()
     finally:
         store.engine.dispose()
     resolved = resolve_device(device)

@@ -11,7 +11,7 @@ import functools
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -22,14 +22,21 @@ from sqlalchemy.exc import IntegrityError
 from sqlheads import procedures, settings
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.engine.heads import HeadParams
-from sqlheads.engine.kinds import model_kind, student_kind
+from sqlheads.engine.kinds import DEFAULT_STUDENT, model_kind, student_kind
 from sqlheads.errors import (
     EncoderMismatchError,
-    ForeignSoftLabelsError,
     InvalidParameterError,
-    MissingTextError,
     NotFoundError,
-    QueryShapeError,
+)
+from sqlheads.rows import (
+    read_labels,
+    read_soft_labels_query,
+    read_texts,
+    refuse_foreign_keys,
+    refuse_foreign_teacher,
+    text_chunks,
+    text_source,
+    vector_chunks,
 )
 from sqlheads.store import migrations
 from sqlheads.store.repository import (
@@ -42,7 +49,6 @@ from sqlheads.store.repository import (
     validate_name,
 )
 from sqlheads.store.soft_labels import (
-    Teacher,
     find_teacher,
     read_soft_labels,
     store_soft_labels,
@@ -422,17 +428,6 @@ def train(
     return record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
 
 
-def read_labels(store: Store, labels: str) -> pd.DataFrame:
-    frames = list(store.run_query(labels, ("item_key", "label"), "labels", 10_000))
-    labelled = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=["item_key", "label"])
-    )
-    labelled["item_key"] = [str(k) for k in labelled["item_key"]]
-    return labelled
-
-
 def record_version(
     store: Store,
     head: str,
@@ -489,7 +484,7 @@ def distill(
     head: str,
     set_name: str,
     labels: str,
-    student: str = "word",
+    student: str = DEFAULT_STUDENT,
     soft_labels: str | None = None,
     teacher: str | None = None,
     source: str | None = None,
@@ -516,7 +511,7 @@ def distill(
         suffix = settings.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
         refuse_foreign_teacher(find_teacher(store, name), embedding_set)
-        soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
+        soft, teacher_classes = read_soft_labels_query(store, soft_labels)
         found = None
     elif teacher is not None:
         found = find_teacher(store, teacher)
@@ -556,7 +551,7 @@ def distill(
         frame["vector"] = frame["item_key"].map(vectors)
         known = set(vectors)
     if soft_labels is not None:
-        _refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
+        refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
     if transfer is not None:
         chosen = {
             str(k)
@@ -609,59 +604,6 @@ def _none_if_nan(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def refuse_foreign_teacher(found: Teacher | None, embedding_set: EmbeddingSet) -> None:
-    if found is not None and found.set_id != embedding_set.set_id:
-        raise ForeignSoftLabelsError(
-            f"teacher {found.name!r} holds soft labels of another set, not of "
-            f"{embedding_set.name!r}: distil on that set, or store this set's soft labels under "
-            "another --teacher name"
-        )
-
-
-def _read_soft_labels_query(store: Store, sql: str) -> tuple[pd.DataFrame, list[str]]:
-    """A caller's soft-labels query: ``item_key`` and one numeric column per class."""
-    frames = list(store.run_query(sql, ("item_key",), "soft labels", 10_000, all_columns=True))
-    if not frames:
-        raise QueryShapeError("the soft labels query returned no rows: check its WHERE clause")
-    soft = procedures.soft_labels_frame(pd.concat(frames, ignore_index=True))
-    return soft[["item_key", "logits"]], json.loads(soft["classes_json"].iloc[0])
-
-
-def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
-    """The query a text model reads the rows' text through: ``source``, else the set's last
-    ``embed --source``; a set with neither is refused (50024)."""
-    sql = source or embedding_set.source_query
-    if sql is None:
-        raise MissingTextError(
-            f"set {embedding_set.name!r} has no source query to read text through: pass "
-            '--source "SELECT ... AS item_key, ... AS text FROM ..."'
-        )
-    return sql
-
-
-def read_texts(store: Store, sql: str) -> dict[str, Any]:
-    texts: dict[str, Any] = {}
-    for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
-        texts.update(zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True))
-    return texts
-
-
-def _refuse_foreign_keys(
-    store: Store, embedding_set: EmbeddingSet, keys: pd.Series, known: set[str]
-) -> None:
-    """Soft labels must be of rows the set holds: rows of its text source or its vectors."""
-    candidates = [k for k in keys if k not in known]
-    embedded = store.stored_hashes(embedding_set.set_id, candidates)
-    outside = [k for k in candidates if k not in embedded]
-    if outside:
-        raise ForeignSoftLabelsError(
-            f"{len(outside)} of {len(keys)} soft-labelled key(s) are not in set "
-            f"{embedding_set.name!r} "
-            f"(e.g. {outside[0]!r}): they belong to another set; filter the soft labels query, "
-            "or pass --source returning their text"
-        )
-
-
 def predict(
     store: Store,
     *,
@@ -683,9 +625,9 @@ def predict(
     kind = model_kind(model.kind)
     embedding_set = store.require_set(set_name)
     if kind.reads == "vector":
-        chunks, total = _vector_chunks(store, model, embedding_set, keys, source, batch_rows)
+        chunks, total = vector_chunks(store, model, embedding_set, keys, source, batch_rows)
     else:
-        chunks, total = _text_chunks(store, embedding_set, keys, source, batch_rows)
+        chunks, total = text_chunks(store, embedding_set, keys, source, batch_rows)
     blob = store.model_blob(model.model_id)
     rows = missing = 0
     for chunk in chunks:
@@ -711,61 +653,6 @@ def predict(
         "seconds": round(seconds, 3),
         "rows_per_second": round(rows / seconds, 1) if seconds else None,
     }
-
-
-def _vector_chunks(
-    store: Store,
-    model: Model,
-    embedding_set: EmbeddingSet,
-    keys: str | None,
-    source: str | None,
-    batch_rows: int,
-) -> tuple[Iterator[pd.DataFrame], int | None]:
-    if source is not None:
-        raise InvalidParameterError(
-            f"head {model.head!r} version {model.version} is a {model.kind} that reads the "
-            "set's stored vectors, not text: drop --source"
-        )
-    if embedding_set.encoder_id != model.encoder_id:
-        raise EncoderMismatchError(
-            f"head {model.head!r} version {model.version} was trained on vectors of encoder "
-            f"{store.encoder(model.encoder_id).name!r} but set {embedding_set.name!r} holds "
-            f"{store.encoder(embedding_set.encoder_id).name!r}: embed the texts with the "
-            "head's encoder into another set"
-        )
-    if keys is None:
-        total = store.set_counts(embedding_set.set_id)["set_rows"]
-        return store.iter_vectors(embedding_set.set_id, batch_rows), total
-    return _keyed_vectors(store, embedding_set.set_id, keys, batch_rows), None
-
-
-def _text_chunks(
-    store: Store,
-    embedding_set: EmbeddingSet,
-    keys: str | None,
-    source: str | None,
-    batch_rows: int,
-) -> tuple[Iterator[pd.DataFrame], int | None]:
-    sql = text_source(embedding_set, source)
-    wanted = (
-        None
-        if keys is None
-        else {str(k) for c in store.run_query(keys, ("item_key",), "keys") for k in c["item_key"]}
-    )
-
-    def chunks() -> Iterator[pd.DataFrame]:
-        for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", batch_rows):
-            chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
-            yield chunk if wanted is None else chunk[chunk["item_key"].isin(wanted)]
-
-    return chunks(), None
-
-
-def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
-    for chunk in store.run_query(keys, ("item_key",), "keys", batch_rows):
-        wanted = [str(k) for k in chunk["item_key"]]
-        vectors = store.vectors_for_keys(set_id, wanted)
-        yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})
 
 
 @_holding("head", HEAD_BUSY)

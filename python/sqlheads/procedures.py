@@ -348,7 +348,7 @@ def distill(
     input_data: pd.DataFrame,
     *,
     teacher_classes_json: str,
-    student: str = "word",
+    student: str = kinds.DEFAULT_STUDENT,
     dim: int | None = None,
     tokenizer_json: str | None = None,
     encoder_onnx: bytes | None = None,
@@ -385,14 +385,15 @@ def distill(
     started = time.perf_counter()
     kind = kinds.student_kind(student)
     _check_policy(deploy)
-    default_epochs, default_lr = kinds.DISTILL_DEFAULTS[kind.name]
-    distill_params = DistillParams(
-        temperature=temperature,
-        gold_weight=gold_weight,
-        epochs=epochs or default_epochs,
-        lr=lr or default_lr,
-        batch_size=batch_size,
-        seed=seed,
+    distill_params = kind.distill_params(
+        DistillParams(
+            temperature=temperature,
+            gold_weight=gold_weight,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            seed=seed,
+        )
     ).validate()
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     keys = _keys(input_data["item_key"])
@@ -462,59 +463,31 @@ def distill(
     )
     values = input_data[kind.reads]
     train_rows, test_rows = np.flatnonzero(distilled), np.flatnonzero(held_out)
-    if kind.name == "encoder_student":
-        from sqlheads.engine.encoder_student import EncoderStudent, EncoderStudentParams
-
+    if kind.reads == "text":
         texts = [str(v) for v in values]
-        chosen = {"model": student_model, "max_length": max_length, "max_steps": max_steps}
-        student_params = EncoderStudentParams(
-            batch_size=batch_size,
-            device=device,
-            **{name: value for name, value in chosen.items() if value is not None},
-        )
-        model = EncoderStudent(student_params).fit(
-            [texts[i] for i in train_rows],
-            classes,
-            logits[train_rows],
-            gold[train_rows],
-            distill=distill_params,
-            work_dir=None if work_dir is None else Path(work_dir),
-            on_step=on_step,
-        )
-        test_inputs = [texts[i] for i in test_rows]
-    elif kind.reads == "text":
-        from sqlheads.engine.students import WordStudent
-
-        if tokenizer_json is None:
-            raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-        texts = [str(v) for v in values]
-        model = WordStudent().fit(
-            [texts[i] for i in train_rows],
-            classes,
-            logits[train_rows],
-            gold[train_rows],
-            tokenizer_json=tokenizer_json,
-            encoder_onnx=encoder_onnx,
-            distill=distill_params,
-            threads=threads,
-        )
-        test_inputs = [texts[i] for i in test_rows]
+        train_inputs, test_inputs = [texts[i] for i in train_rows], [texts[i] for i in test_rows]
     else:
-        from sqlheads.engine.head_student import distil_head
-
         if dim is None:
             raise InvalidParameterError("a head student needs the set's vector dimension: pass dim")
         X = np.zeros((len(keys), dim), dtype=np.float32)
         X[has_input] = unpack_rows(values[has_input].tolist(), dim)
-        model = distil_head(
-            X[train_rows],
-            classes,
-            logits[train_rows],
-            gold[train_rows],
-            head=HeadParams(hidden=hidden, seed=seed),
-            distill=distill_params,
-        )
-        test_inputs = X[test_rows]
+        train_inputs, test_inputs = X[train_rows], X[test_rows]
+    options = kinds.StudentOptions(
+        distill=distill_params,
+        batch_size=batch_size,
+        seed=seed,
+        hidden=hidden,
+        tokenizer_json=tokenizer_json,
+        encoder_onnx=encoder_onnx,
+        threads=threads,
+        student_model=student_model,
+        max_length=max_length,
+        max_steps=max_steps,
+        device=device,
+        work_dir=None if work_dir is None else Path(work_dir),
+        on_step=on_step,
+    )
+    model = kind.distil(train_inputs, classes, logits[train_rows], gold[train_rows], options)
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
     truth = gold_labels[test_rows].astype(str)
     metrics = classification_metrics(truth, predicted, classes)

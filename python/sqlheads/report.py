@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import delete, insert, select
 
 from sqlheads.errors import InvalidParameterError
-from sqlheads.store import schema as s
+from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
 from sqlheads.store.repository import Model, Store
 
 SCORE_BINS = 20
@@ -60,18 +59,12 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
     """The deployed version of ``head`` (or ``version``) with its metrics and predictions."""
     model = store.find_model(head, version)
     record = store.model_record(model.model_id)
-    with store.engine.connect() as connection:
-        rows = connection.execute(
-            select(s.predictions.c.label, s.predictions.c.score).where(
-                s.predictions.c.model_id == model.model_id
-            )
-        ).all()
     return ReportData(
         model=model,
         record=record,
         metrics=json.loads(record["metrics_json"]),
         loss_curve=[float(v) for v in json.loads(record["loss_curve_json"])],
-        scores=pd.DataFrame([tuple(r) for r in rows], columns=["label", "score"]),
+        scores=prediction_scores(store, model.model_id),
         versions=store.read_view("model_summary", head=head).sort_values("version"),
     )
 
@@ -82,7 +75,7 @@ def histogram_edges() -> np.ndarray:
 
 def figure_rows(data: ReportData) -> list[dict[str, Any]]:
     """The numbers behind the plots, one ``model_figures`` row per point."""
-    limit = s.model_figures.c.series.type.length
+    limit = FIGURE_TEXT_LIMIT
     rows: list[dict[str, Any]] = []
 
     def add(figure: str, series: str, x: str, value: float) -> None:
@@ -105,16 +98,6 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
         for edge, count in zip(edges[:-1], counts, strict=True):
             add("score_histogram", str(label), f"{edge:.2f}", count)
     return rows
-
-
-def store_figures(store: Store, model_id: int, rows: list[dict[str, Any]]) -> None:
-    """Replace the version's rows in ``model_figures`` in one transaction."""
-    with store.engine.begin() as connection:
-        connection.execute(delete(s.model_figures).where(s.model_figures.c.model_id == model_id))
-        if rows:
-            connection.execute(
-                insert(s.model_figures), [{"model_id": model_id, **row} for row in rows]
-            )
 
 
 def build_report(

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.kinds import DISTILL_DEFAULTS
 from sqlheads.engine.students import FittedTextStudent
 from sqlheads.engine.text_classifier import (
     OnnxTextClassifier,
@@ -43,8 +42,6 @@ PARITY_ROWS = 32
 # a few thousandths for a barely trained student, 0.059 at worst on 32 rows for MiniLM distilled
 # on Rotten Tomatoes (confident outputs move more); beyond this the student ships in fp32.
 INT8_TOLERANCE = 0.1
-# Epochs and learning rate unless told otherwise: decided once, in the kinds' registry.
-DEFAULT_EPOCHS, DEFAULT_LR = DISTILL_DEFAULTS[KIND]
 
 
 @dataclass
@@ -72,13 +69,13 @@ class EncoderStudentParams:
             (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
         ]
         check_ranges(self, checks)
-        self.tuner(DistillParams(epochs=1, lr=DEFAULT_LR))  # the shared knobs' own ranges
+        self.tuner(DistillParams(epochs=1, lr=TunerParams.lr))  # the shared knobs' own ranges
         return self
 
     def tuner(self, distill: DistillParams) -> TunerParams:
         return TunerParams(
-            epochs=distill.epochs or DEFAULT_EPOCHS,
-            lr=distill.lr or DEFAULT_LR,
+            epochs=distill.epochs,
+            lr=distill.lr,
             batch_size=self.batch_size,
             max_length=self.max_length,
             warmup_ratio=self.warmup_ratio,
@@ -127,6 +124,12 @@ class EncoderStudent(FittedTextStudent):
 
         p = self.params
         distill = (distill or DistillParams()).validate()
+        if distill.epochs is None or distill.lr is None:
+            raise InvalidParameterError(
+                "the encoder student distils with given epochs and lr: pass "
+                "DistillParams(epochs=..., lr=...), or distil through the kind "
+                "(sqlheads.engine.kinds.KINDS['encoder_student'].distill_params)"
+            )
         device = resolve_device(p.device)
         model_dir, tokenizer, tokens_json = prepared(p.model, p.max_length)
         ids = tokenizer.encode(texts, truncate=True)
@@ -185,11 +188,11 @@ class EncoderStudent(FittedTextStudent):
         stay fp32 when quantising them too moves probabilities past the tolerance, and the
         whole graph stays fp32 when that is still too far: a student that took many minutes to
         distil is never thrown away for its quantisation (``quantization_`` says which)."""
-        from sqlheads.engine.export import FEED_FORWARD_OUTPUT, _quantize_int8
+        from sqlheads.engine.export import FEED_FORWARD_OUTPUT, quantize_int8
 
         reference = OnnxTextClassifier(fp32).logits(texts)
         for exclude, name in ((None, "int8"), (FEED_FORWARD_OUTPUT, "int8, feed-forward fp32")):
-            graph = with_contract(_quantize_int8(fp32, exclude=exclude), contract)
+            graph = with_contract(quantize_int8(fp32, exclude=exclude), contract)
             got = OnnxTextClassifier(graph).logits(texts)
             self.int8_max_abs_diff_ = max_probability_difference(got, reference)
             self.int8_agreement_ = float(

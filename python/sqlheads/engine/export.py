@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import torch  # noqa: E402
-from transformers import AutoConfig, AutoModel  # noqa: E402
+from transformers import AutoConfig, AutoModel, PretrainedConfig  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 
 from sqlheads.engine.encoder import (  # noqa: E402
@@ -210,19 +210,19 @@ def _export(
             f"(min cosine {parity:.6f} < {PARITY_THRESHOLD}): the exporter produced a wrong graph; "
             "export with another opset or transformers version"
         )
-    fused = _fuse(fp32, config)
+    fused = fuse(fp32, config)
     fused_parity = _min_cosine(_run_graph(fused, ids, mask), reference)
     if fused_parity < PARITY_THRESHOLD:
         fused, fused_parity = fp32, parity  # fusions that change the result are not worth having
     onnx_bytes, final_parity = fused, fused_parity
     if quantization == "int8":
-        onnx_bytes = _quantize_int8(fused)
+        onnx_bytes = quantize_int8(fused)
         final_parity = _min_cosine(_run_graph(onnx_bytes, ids, mask), reference)
         if final_parity < INT8_TARGET:
             # Some models (all-mpnet-base-v2: min cosine 0.77) feed their feed-forward output
             # projections activations with outliers hundreds of standard deviations out, which
             # per-tensor dynamic int8 flattens; those projections stay fp32.
-            onnx_bytes = _quantize_int8(fused, exclude=FEED_FORWARD_OUTPUT)
+            onnx_bytes = quantize_int8(fused, exclude=FEED_FORWARD_OUTPUT)
             final_parity = _min_cosine(_run_graph(onnx_bytes, ids, mask), reference)
         if final_parity < INT8_SANITY_THRESHOLD:
             raise ExportParityError(
@@ -255,7 +255,7 @@ class MeanPooledEncoder(torch.nn.Module):
         return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
 
-def _fuse(onnx_bytes: bytes, config) -> bytes:
+def fuse(onnx_bytes: bytes, config: PretrainedConfig) -> bytes:
     """onnxruntime's BERT fusions (attention, layer norm, GELU) for every family here.
 
     RoBERTa and XLM-RoBERTa are BERT graphs with other embeddings; MPNet adds a relative
@@ -279,7 +279,7 @@ def _fuse(onnx_bytes: bytes, config) -> bytes:
         return out.read_bytes()
 
 
-def _quantize_int8(onnx_bytes: bytes, exclude: str | None = None) -> bytes:
+def quantize_int8(onnx_bytes: bytes, exclude: str | None = None) -> bytes:
     """Per-channel dynamic int8; MatMul nodes whose name contains ``exclude`` stay fp32."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 

@@ -1,22 +1,27 @@
-"""One registry of model kinds: what each reads, how it is loaded and scored, how it is fitted.
+"""One registry of model kinds: what each reads, how it is fitted, loaded and scored.
 
 Every version in ``models`` has a kind. ``predict`` dispatches here instead of knowing a class:
 a kind that reads ``vector`` is scored on the set's stored vectors, a kind that reads ``text``
 on the rows' raw text. Each kind serialises without pickle (a ``.npz`` for heads, the ONNX
-graph itself for text models) and exports to ONNX.
+graph itself for text models) and exports to ONNX. ``distill`` calls a student kind's
+``distil``; a kind says where it may be fitted (the database ``server``'s external scripts, or
+only the GPU ``sidecar``) and its distillation defaults. A new kind is an entry here, the
+engine module that fits it, and a case of the contract test (tests/test_kinds.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from sqlheads.engine import students
+from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
-from sqlheads.errors import UnknownKindError
+from sqlheads.errors import InvalidParameterError, UnknownKindError
 
 READS = ("vector", "text")
 
@@ -34,11 +39,44 @@ class Scorer(Protocol):
 
 
 @dataclass(frozen=True)
+class StudentOptions:
+    """What distilling a student is told besides its rows; each kind reads what it needs."""
+
+    distill: DistillParams
+    batch_size: int
+    seed: int = 0
+    hidden: int | None = None  # head
+    tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
+    encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
+    threads: int | None = None
+    student_model: str | None = None  # encoder student: catalogue model or HF directory
+    max_length: int | None = None
+    max_steps: int | None = None
+    device: str = "auto"
+    work_dir: Path | None = None
+    on_step: Callable[[int, int], None] | None = None
+
+
+# (inputs, classes, teacher logits, gold class indices, options) -> the fitted student
+Distil = Callable[[Any, list[str], np.ndarray, np.ndarray, StudentOptions], "Scorer"]
+
+
+@dataclass(frozen=True)
 class ModelKind:
     name: str
     reads: str  # "vector" (the set's stored vectors) or "text" (the rows' raw text)
     load: Callable[[bytes], Scorer]
     description: str
+    fitted_by: tuple[str, ...]  # "train" (gold labels) and/or "distill" (a teacher's logits)
+    runs_on: str  # where it may be fitted: "server" (external scripts too) or "sidecar" only
+    student: str | None = None  # its name for ``distill --student``
+    distil: Distil | None = None
+    epochs: int | None = None  # distillation defaults, unless the caller gives them
+    lr: float | None = None
+
+    def distill_params(self, distill: DistillParams) -> DistillParams:
+        """``distill`` with this kind's epochs and learning rate where it gives none."""
+        return replace(distill, epochs=distill.epochs or self.epochs, lr=distill.lr or self.lr)
 
 
 def _load_head(blob: bytes) -> Scorer:
@@ -63,15 +101,84 @@ def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
     return load
 
 
+def _distil_head(
+    inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+) -> Scorer:
+    from sqlheads.engine.head_student import distil_head
+
+    return distil_head(
+        inputs,
+        classes,
+        logits,
+        gold,
+        head=HeadParams(hidden=o.hidden, seed=o.seed),
+        distill=o.distill,
+    )
+
+
+def _distil_word_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+) -> Scorer:
+    if o.tokenizer_json is None:
+        raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
+    return students.WordStudent().fit(
+        texts,
+        classes,
+        logits,
+        gold,
+        tokenizer_json=o.tokenizer_json,
+        encoder_onnx=o.encoder_onnx,
+        distill=o.distill,
+        threads=o.threads,
+    )
+
+
+def _distil_encoder_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+) -> Scorer:
+    from sqlheads.engine.encoder_student import EncoderStudent, EncoderStudentParams
+
+    chosen = {"model": o.student_model, "max_length": o.max_length, "max_steps": o.max_steps}
+    student_params = EncoderStudentParams(
+        batch_size=o.batch_size,
+        device=o.device,
+        **{name: value for name, value in chosen.items() if value is not None},
+    )
+    return EncoderStudent(student_params).fit(
+        texts,
+        classes,
+        logits,
+        gold,
+        distill=o.distill,
+        work_dir=o.work_dir,
+        on_step=o.on_step,
+    )
+
+
 KINDS: dict[str, ModelKind] = {
     "head": ModelKind(
-        "head", "vector", _load_head, "MLP on stored vectors (gold labels, or a teacher's)"
+        "head",
+        "vector",
+        _load_head,
+        "MLP on stored vectors (gold labels, or a teacher's)",
+        fitted_by=("train", "distill"),
+        runs_on="server",
+        student="head",
+        distil=_distil_head,
+        epochs=HeadParams.epochs,
+        lr=HeadParams.lr,
     ),
     "word_student": ModelKind(
         "word_student",
         "text",
         _load_word_student,
         "token embeddings + width-3 convolution + MLP on raw text, distilled from a teacher",
+        fitted_by=("distill",),
+        runs_on="server",
+        student="word",
+        distil=_distil_word_student,
+        epochs=students.DEFAULT_EPOCHS,
+        lr=students.DEFAULT_LR,
     ),
     # The blob is the fp32 ONNX classifier graph with its tokenizer and classes in the metadata
     # (~438 MB for MPNet, ~91 MB for MiniLM): it scores text and gives soft labels again
@@ -81,30 +188,39 @@ KINDS: dict[str, ModelKind] = {
         "text",
         _text_classifier("teacher"),
         "transformer sequence classifier fine-tuned on gold labels (fp32 ONNX), a sidecar job",
+        fitted_by=("train",),  # by the sidecar's teacher job (engine.teacher)
+        runs_on="sidecar",
     ),
     "encoder_student": ModelKind(
         "encoder_student",
         "text",
         _text_classifier("encoder_student"),
         "small transformer (MiniLM) + classifier distilled from a teacher, int8 ONNX on raw text",
+        fitted_by=("distill",),
+        # fine-tuned from a transformer: its training wants a GPU (the sidecar, or the CLI on
+        # a machine with one), not the database server's external-script runtime
+        runs_on="sidecar",
+        student="encoder",
+        distil=_distil_encoder_student,
+        # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
+        epochs=3,
+        lr=5e-5,
     ),
 }
+# The word student's and the head's defaults were measured on Rotten Tomatoes with the mpnet-rt
+# teacher (docs/benchmarks.md, "students").
 
-# ``distill --student NAME`` -> the kind of model it produces.
-STUDENTS: dict[str, str] = {"word": "word_student", "head": "head", "encoder": "encoder_student"}
+# ``distill --student NAME`` -> the kind of model it produces; the default first.
+DEFAULT_STUDENT = "word"
+STUDENTS: dict[str, str] = dict(
+    sorted(
+        ((k.student, k.name) for k in KINDS.values() if k.student is not None),
+        key=lambda student: student[0] != DEFAULT_STUDENT,
+    )
+)
 
-# Students fine-tuned from a transformer: their training wants a GPU (the sidecar, or the CLI on
-# a machine with one), not the database server's external-script runtime.
-SIDECAR_STUDENTS = frozenset({"encoder"})
-
-# Epochs and learning rate a student of each kind distils with unless told otherwise
-# (measured on Rotten Tomatoes with the mpnet-rt teacher: docs/benchmarks.md, "students").
-DISTILL_DEFAULTS: dict[str, tuple[int, float]] = {
-    "word_student": (students.DEFAULT_EPOCHS, students.DEFAULT_LR),
-    "head": (HeadParams.epochs, HeadParams.lr),
-    # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
-    "encoder_student": (3, 5e-5),
-}
+# Students only the sidecar (or the CLI on a GPU machine) may fit.
+SIDECAR_STUDENTS = frozenset(s for s, name in STUDENTS.items() if KINDS[name].runs_on == "sidecar")
 
 
 def model_kind(name: str) -> ModelKind:

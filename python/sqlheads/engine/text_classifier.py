@@ -119,13 +119,13 @@ def export_checked(
     """The fp32 graph of ``model`` with ``contract`` in its metadata, checked against PyTorch
     on ``texts`` (a padded batch of mixed lengths): onnxruntime's fusions where they keep the
     result, the plain graph otherwise; refused (50010) when neither matches."""
-    from sqlheads.engine.export import _fuse
+    from sqlheads.engine.export import fuse
 
     model = model.to("cpu").float().eval()
     expected = torch_logits(model, tokenizer, texts, model.device, len(texts) or 1)
     plain = with_contract(_trace(model, tokenizer), contract)
     try:
-        candidates = [with_contract(_fuse(plain, model.config), contract), plain]
+        candidates = [with_contract(fuse(plain, model.config), contract), plain]
     except Exception:  # noqa: BLE001 - a family the fusions do not know stays unfused
         candidates = [plain]
     for graph in candidates:

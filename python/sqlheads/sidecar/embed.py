@@ -31,10 +31,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
     engine = settings.choice("embed.engine", engine)
     if engine == "onnx" or (engine == "auto" and device.type != "cuda"):
         return None
-    from sqlalchemy import select
-
     from sqlheads.engine.torch_encoder import TorchEncoder  # imports torch: only when used
-    from sqlheads.store import schema as s
 
     found = store.find_set(set_name)
     name = (
@@ -42,15 +39,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
         if found is not None
         else encoder_name or settings.DEFAULT_ENCODER
     )
-    with store.engine.connect() as c:
-        row = c.execute(
-            select(
-                s.encoders.c.source,
-                s.encoders.c.tokenizer_json,
-                s.encoders.c.dim,
-                s.encoders.c.max_length,
-            ).where(s.encoders.c.name == name)
-        ).one()
+    row = store.encoder_source(name)
     return TorchEncoder.for_encoder(
         row.source, row.tokenizer_json, dim=row.dim, max_length=row.max_length, device=device
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlheads import host, settings
+from sqlheads import host, rows, settings
 from sqlheads.store.jobs import JobQueue, split_keys
 from sqlheads.store.repository import Store, validate_name
 
@@ -81,7 +81,7 @@ def request_teacher(
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
     students): the parameters checked and completed by the teacher job itself."""
     validate_name("head", head)
-    source = host.text_source(store.require_set(set_name), source)
+    source = rows.text_source(store.require_set(set_name), source)
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import host, procedures, settings
+from sqlheads import host, procedures, rows, settings
+from sqlheads.engine import kinds
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
@@ -32,7 +33,10 @@ from sqlheads.sidecar.progress import JobProgress  # contract 2
 from sqlheads.store.repository import Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 
-STUDENTS = ("encoder", "word")
+# The students a teacher job distils: those that read the rows' text, as the teacher does.
+STUDENTS = tuple(
+    sorted(s for s, kind in kinds.STUDENTS.items() if kinds.KINDS[kind].reads == "text")
+)
 DEFAULTS: dict[str, Any] = {
     "source": None,
     "model": "all-mpnet-base-v2",
@@ -129,17 +133,17 @@ def run_teacher(
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     # Soft labels of another set under this name are refused before any work (50021).
-    host.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
+    rows.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     stages = _Stages(work_dir / STAGES)
 
-    source = host.text_source(embedding_set, request["source"])
-    labelled = host.read_labels(store, request["labels"])
+    source = rows.text_source(embedding_set, request["source"])
+    labelled = rows.read_labels(store, request["labels"])
     procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
     # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
     labelled = labelled[procedures.present(labelled["label"], "text")]
-    texts = host.read_texts(store, source)
+    texts = rows.read_texts(store, source)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
     if not keys:

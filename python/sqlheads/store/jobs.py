@@ -179,6 +179,11 @@ class JobQueue:
             rows = c.execute(query).all()
         return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
 
+    def count(self) -> int:
+        """Jobs in the queue, of every state."""
+        with self.store.engine.connect() as c:
+            return int(c.execute(select(func.count()).select_from(s.job_queue)).scalar_one())
+
     # -- claims --------------------------------------------------------------------------------
 
     def claimable(self, kinds: Sequence[str] | None = None):

@@ -8,7 +8,6 @@ with the caller's own permissions, exactly as ``sp_execute_external_script``'s i
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,19 +18,18 @@ import pandas as pd
 from filelock import FileLock, Timeout
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+from sqlalchemy.engine import Connection, Row, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from sqlheads.errors import (
     BusyError,
     InUseError,
     InvalidNameError,
     NotFoundError,
-    QueryNotAllowedError,
-    QueryShapeError,
     UnsupportedDatabaseError,
 )
 from sqlheads.store import schema as s
+from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -141,8 +139,8 @@ class Model:
     sha256: str
 
 
-class Store:
-    """The database as sqlheads sees it."""
+class Store(CallerQueries):
+    """The database as sqlheads sees it (its caller queries: :class:`CallerQueries`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -150,10 +148,6 @@ class Store:
     @classmethod
     def from_url(cls, url: str) -> Store:
         return cls(make_engine(url))
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.engine.dialect.name == "sqlite"
 
     @contextmanager
     def lock(self, kind: str, name: str, timeout_ms: int, busy: str) -> Iterator[None]:
@@ -181,110 +175,6 @@ class Store:
             yield
         finally:
             held.release()
-
-    # -- caller queries ------------------------------------------------------------------------
-
-    def run_query(
-        self,
-        sql: str,
-        needed: tuple[str, ...],
-        what: str,
-        chunk_rows: int = 1000,
-        *,
-        all_columns: bool = False,
-    ) -> Iterator[pd.DataFrame]:
-        """Run a caller's SELECT read-only and yield its rows in DataFrames of ``chunk_rows``:
-        the ``needed`` columns, or every column (``all_columns``) once ``needed`` are there."""
-        if not isinstance(sql, str) or not sql.strip():
-            raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
-        with self._caller_connection(what) as connection:
-            chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
-            yield from (c if all_columns else c[list(needed)] for c in chunks)
-
-    @contextmanager
-    def _caller_connection(self, what: str) -> Iterator[Connection]:
-        """A connection on which a caller's query may read tables and do nothing else.
-
-        On SQLite, ``PRAGMA query_only`` refuses writes only once a statement runs, after
-        ATTACH or VACUUM INTO has already created its file; SQLite's authorizer refuses them
-        while the statement compiles, so nothing touches the file system. A refusal becomes
-        :class:`QueryNotAllowedError` naming what was refused.
-        """
-        with self.engine.connect() as connection:
-            if not self.is_sqlite:
-                yield connection
-                return
-            connection.exec_driver_sql("PRAGMA query_only = ON")
-            driver = connection.connection.driver_connection
-            refused: list[str] = []
-            driver.set_authorizer(_read_only_authorizer(refused))
-            try:
-                yield connection
-            except (DBAPIError, QueryShapeError):
-                if refused:  # the query failed because the authorizer refused something
-                    raise QueryNotAllowedError(
-                        f"the {what} query may only read tables, but it asks for "
-                        f"{refused[-1]}: sqlheads refuses ATTACH, VACUUM, PRAGMA, writes and "
-                        "file access in caller queries; pass a plain SELECT"
-                    ) from None
-                raise
-            finally:
-                # The pooled connection must be writable again for the next user.
-                driver.set_authorizer(None)
-                connection.exec_driver_sql("PRAGMA query_only = OFF")
-
-    @staticmethod
-    def _read_chunks(
-        connection: Connection, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int
-    ) -> Iterator[pd.DataFrame]:
-        try:
-            result = connection.exec_driver_sql(sql.strip().rstrip(";"))
-        except DBAPIError as error:
-            raise QueryShapeError(
-                f"the {what} query failed: {error.orig}. Check it runs on its own first"
-            ) from None
-        try:
-            if not result.returns_rows:
-                raise QueryShapeError(f"the {what} query returned no result set: pass a SELECT")
-            columns = list(result.keys())
-            missing = [c for c in needed if c not in columns]
-            if missing:
-                raise QueryShapeError(
-                    f"the {what} query must return columns {', '.join(needed)}; it is missing "
-                    f"{', '.join(missing)} (it returned: {', '.join(columns)}): alias them, "
-                    "e.g. SELECT id AS item_key, ..."
-                )
-            while rows := result.fetchmany(chunk_rows):
-                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)
-        finally:
-            result.close()
-
-    def count_query(self, sql: str) -> int | None:
-        """Rows a caller's query returns, for a progress bar; None if it cannot be counted."""
-        try:
-            with self._caller_connection("source") as connection:
-                return int(
-                    connection.exec_driver_sql(
-                        f"SELECT COUNT(*) FROM ({sql.strip().rstrip(';')}) AS counted"
-                    ).scalar_one()
-                )
-        except (DBAPIError, QueryNotAllowedError):
-            return None
-
-    def duplicate_keys(self, sql: str) -> set[str]:
-        """The ``item_key`` values a caller's query returns more than once."""
-        with self._caller_connection("source") as connection:
-            try:
-                rows = connection.exec_driver_sql(
-                    f"SELECT source_query.item_key FROM ({sql.strip().rstrip(';')}) "
-                    "AS source_query GROUP BY source_query.item_key HAVING COUNT(*) > 1"
-                ).all()
-            except DBAPIError as error:
-                raise QueryShapeError(
-                    f"the source query cannot be read as a subquery ({error.orig}): drop its "
-                    "ORDER BY, or wrap it in a view"
-                ) from None
-            return {str(key) for (key,) in rows}
 
     # -- encoders ------------------------------------------------------------------------------
 
@@ -323,6 +213,15 @@ class Store:
                 )
             ).one()
         return bytes(row.onnx), row.tokenizer_json
+
+    def encoder_source(self, name: str) -> Row[Any]:
+        """What rebuilds encoder ``name`` in PyTorch: ``source``, ``tokenizer_json``, ``dim``,
+        ``max_length``."""
+        e = s.encoders.c
+        with self.engine.connect() as c:
+            return c.execute(
+                select(e.source, e.tokenizer_json, e.dim, e.max_length).where(e.name == name)
+            ).one()
 
     def add_encoder(self, values: dict[str, Any]) -> Encoder:
         with self.engine.begin() as c:
@@ -656,45 +555,6 @@ class Store:
         with self.engine.connect() as c:
             rows = c.execute(query).all()
             return pd.DataFrame([tuple(r) for r in rows], columns=list(view.c.keys()))
-
-
-# What a caller's query may do on SQLite: read and compute. Everything else (ATTACH, which
-# VACUUM INTO also asks for; PRAGMA; any write or schema change) is refused.
-_ALLOWED_ACTIONS = {
-    sqlite3.SQLITE_SELECT,
-    sqlite3.SQLITE_READ,
-    sqlite3.SQLITE_FUNCTION,
-    sqlite3.SQLITE_RECURSIVE,
-}
-# Functions that reach outside the database (extensions, the shell's file functions).
-_REFUSED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
-_ACTION_NAMES = {
-    sqlite3.SQLITE_ATTACH: "ATTACH (or VACUUM INTO) {0!r}",
-    sqlite3.SQLITE_DETACH: "DETACH {0}",
-    sqlite3.SQLITE_PRAGMA: "PRAGMA {0}",
-    sqlite3.SQLITE_INSERT: "INSERT into {0}",
-    sqlite3.SQLITE_UPDATE: "UPDATE of {0}",
-    sqlite3.SQLITE_DELETE: "DELETE from {0}",
-    sqlite3.SQLITE_TRANSACTION: "a transaction ({0})",
-}
-
-
-def _read_only_authorizer(refused: list[str]):
-    """An authorizer for ``sqlite3.Connection.set_authorizer`` that records what it refuses."""
-
-    def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
-        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
-            refused.append(f"function {arg2}()")
-            return sqlite3.SQLITE_DENY
-        if action in _ALLOWED_ACTIONS:
-            return sqlite3.SQLITE_OK
-        if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_schema"):
-            refused.append("a PRAGMA function")  # how SQLite asks for pragma_table_info & co
-            return sqlite3.SQLITE_DENY
-        refused.append(_ACTION_NAMES.get(action, "a write or schema change ({0})").format(arg1))
-        return sqlite3.SQLITE_DENY
-
-    return authorize
 
 
 def _encoder_select():

@@ -1,0 +1,10 @@
+"""The ``sqlheads`` command line: one command per T-SQL procedure, plus ``demo``.
+
+``app`` holds the application and its global options, ``render`` the progress display; the
+commands are grouped by what they act on: ``data_verbs``, ``model_verbs``, ``sidecar_verbs``.
+"""
+
+from sqlheads.cli import data_verbs, model_verbs, sidecar_verbs  # noqa: F401  (they register)
+from sqlheads.cli.app import app
+
+__all__ = ["app"]

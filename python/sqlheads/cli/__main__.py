@@ -1,0 +1,5 @@
+"""``python -m sqlheads.cli``: the ``sqlheads`` command."""
+
+from sqlheads.cli import app
+
+app()

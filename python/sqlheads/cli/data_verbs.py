@@ -1,0 +1,153 @@
+"""The data verbs: init, encoders, embed, drop-set, and the demo that runs them all."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sqlheads import host
+from sqlheads.cli.app import app, open_store, options, run
+from sqlheads.cli.render import showing_progress
+from sqlheads.store.repository import Store
+
+
+@app.command()
+def init() -> None:
+    """Create or upgrade the tables and views (safe to run again)."""
+    run(lambda: host.init(Store.from_url(options.url)), "init")
+
+
+@app.command("register-encoder")
+def register_encoder(
+    name: Annotated[
+        str | None,
+        typer.Option(help="Name to register it under (default: MODEL-int8 or MODEL-fp32)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Catalogue encoder (`sqlheads encoders`; default all-MiniLM-L6-v2)."),
+    ] = None,
+    model_dir: Annotated[
+        str | None, typer.Option(help="A local Hugging Face model directory instead.")
+    ] = None,
+    max_length: Annotated[int, typer.Option(help="Tokens per window.")] = 256,
+    quantization: Annotated[str, typer.Option(help="int8 or none (fp32).")] = "int8",
+) -> None:
+    """Export an encoder to ONNX, check it against PyTorch, and store it."""
+
+    def action() -> dict[str, Any]:
+        store = open_store()
+        encoder = host.register_encoder(
+            store,
+            name=name,
+            model=model,
+            model_dir=model_dir,
+            max_length=max_length,
+            quantization=quantization,
+        )
+        return {
+            k: getattr(encoder, k) for k in ("name", "sha256", "dim", "max_length", "quantization")
+        }
+
+    run(action, "encoder")
+
+
+@app.command()
+def encoders() -> None:
+    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's."""
+
+    def render(result: dict[str, Any]) -> None:
+        out = Console()
+        catalogue = Table(
+            "model", "dim", "MB int8/fp32", "installed", "registered as", "rows/s", "accuracy",
+            title="catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+        )  # fmt: skip
+        for e in result["catalogue"]:
+            catalogue.add_row(
+                e["model"], str(e["dim"]), f"{e['int8_mb']}/{e['fp32_mb']}",
+                "yes" if e["installed"] else "no", ", ".join(e["registered_as"]),
+                e["rows_per_second"], e["accuracy"],
+            )  # fmt: skip
+        out.print(catalogue)
+        for e in result["catalogue"]:
+            if not e["installed"]:
+                out.print(f"to install {e['model']}: {e['install']}")
+        registered = Table(
+            "name", "dim", "max length", "quantization", "MB", "parity cosine",
+            title="registered in this store",
+        )  # fmt: skip
+        for r in result["registered"]:
+            registered.add_row(
+                r["name"], str(r["dim"]), str(r["max_length"]), r["quantization"],
+                str(r["mb"]), str(r["parity_cosine"]),
+            )  # fmt: skip
+        out.print(registered)
+
+    run(lambda: host.encoders(open_store()), "encoders", render)
+
+
+@app.command()
+def embed(
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set to fill.")],
+    source: Annotated[str, typer.Option(help="SELECT returning item_key and text.")],
+    encoder: Annotated[
+        str | None, typer.Option(help=f"Encoder name (default {host.DEFAULT_ENCODER}).")
+    ] = None,
+    long_text: Annotated[
+        str | None, typer.Option(help="window (default) or truncate, for texts over the window.")
+    ] = None,
+    batch_rows: Annotated[int, typer.Option(help="Rows per committed batch.")] = 1000,
+    batch_size: Annotated[int, typer.Option(help="Texts per encoder call.")] = 32,
+) -> None:
+    """Embed the rows of a query into a set; unchanged rows are skipped."""
+
+    def action() -> dict[str, Any]:
+        with showing_progress(f"embedding {set_name}") as progress:
+            return host.embed(
+                open_store(),
+                set_name=set_name,
+                source=source,
+                encoder=encoder,
+                long_text=long_text,
+                batch_rows=batch_rows,
+                batch_size=batch_size,
+                progress=progress,
+                stage=progress.stage if progress else None,
+            )
+
+    run(action, "embed")
+
+
+@app.command("drop-set")
+def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
+    """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
+
+    def action() -> dict[str, Any]:
+        open_store().drop_set(set_name)
+        return {"set": set_name, "dropped": True}
+
+    run(action, "drop-set")
+
+
+@app.command()
+def demo() -> None:
+    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file."""
+    from sqlheads.demo import run_demo
+
+    url = options.url if options.url_given else "sqlite:///sqlheads-demo.db"
+
+    def action() -> dict[str, Any]:
+        with showing_progress("embedding Rotten Tomatoes") as progress:
+            return run_demo(
+                url,
+                progress=progress,
+                stage=progress.stage if progress else None,
+                train_progress=progress.task("training rt_sentiment", "epochs")
+                if progress
+                else None,
+            )
+
+    run(action, "demo: Rotten Tomatoes sentiment")

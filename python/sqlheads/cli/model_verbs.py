@@ -1,0 +1,296 @@
+"""The model verbs: train, distill, predict, deploy, roll-back, models, drop-head, report."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sqlheads import host, settings
+from sqlheads.cli.app import LockTimeout, app, open_store, run
+from sqlheads.cli.render import showing_progress
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.kinds import DEFAULT_STUDENT
+from sqlheads.host import LOCK_TIMEOUT_MS
+
+
+@app.command()
+def train(
+    head: Annotated[str, typer.Option(help="Head to train a new version of.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set with the vectors.")],
+    labels: Annotated[str, typer.Option(help="SELECT returning item_key and label.")],
+    hidden: Annotated[
+        int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
+    ] = None,
+    recipe: Annotated[
+        str, typer.Option(help="fast (early stopping) or seed (Adam amsgrad, linear decay).")
+    ] = HeadParams.recipe,
+    epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
+        HeadParams.epochs
+    ),
+    lr: Annotated[float, typer.Option(help="Adam learning rate.")] = HeadParams.lr,
+    weight_decay: Annotated[float, typer.Option()] = HeadParams.weight_decay,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(help="Rows per step (fast 512; seed 64, or rows/100 if larger)."),
+    ] = HeadParams.batch_size,
+    dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
+    test_fraction: Annotated[
+        float, typer.Option(help="Held-out share, stratified.")
+    ] = settings.TEST_FRACTION,
+    seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,
+    deploy: Annotated[
+        str, typer.Option(help="if-better, always or never.")
+    ] = settings.DEFAULT_DEPLOY,
+    encoder: Annotated[
+        str | None, typer.Option(help="Refuse unless the set uses this encoder.")
+    ] = None,
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
+) -> None:
+    """Train a new version of a head on stored vectors, with metrics on a held-out split."""
+
+    def action() -> dict[str, Any]:
+        with showing_progress(f"training {head}", unit="epochs") as progress:
+            return host.train(
+                open_store(),
+                head=head,
+                set_name=set_name,
+                labels=labels,
+                encoder=encoder,
+                deploy=deploy,
+                lock_timeout_ms=lock_timeout_ms,
+                progress=progress,
+                recipe=recipe,
+                hidden=hidden,
+                epochs=epochs,
+                lr=lr,
+                weight_decay=weight_decay,
+                batch_size=batch_size,
+                dropout=dropout,
+                test_fraction=test_fraction,
+                seed=seed,
+            )
+
+    run(action, "train")
+
+
+@app.command()
+def distill(
+    head: Annotated[str, typer.Option(help="Head to add a student version to.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set the rows belong to.")],
+    labels: Annotated[str, typer.Option(help="SELECT returning item_key and label (gold).")],
+    student: Annotated[
+        str,
+        typer.Option(
+            help="word (raw text, no encoder at scoring), head (stored vectors) or encoder "
+            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text)."
+        ),
+    ] = DEFAULT_STUDENT,
+    soft_labels: Annotated[
+        str | None,
+        typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
+    ] = None,
+    teacher: Annotated[
+        str | None,
+        typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="Word student: SELECT item_key, text (default: the set's source)."),
+    ] = None,
+    transfer: Annotated[
+        str | None,
+        typer.Option(
+            help="SELECT item_key: distil only on these rows (default: all but held out)."
+        ),
+    ] = None,
+    temperature: Annotated[float, typer.Option()] = DistillParams.temperature,
+    gold_weight: Annotated[
+        float, typer.Option(help="Weight of cross-entropy on gold labels (0: KL only).")
+    ] = DistillParams.gold_weight,
+    epochs: Annotated[int | None, typer.Option(help="Default: the student kind's.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Default: the student kind's.")] = None,
+    batch_size: Annotated[int, typer.Option()] = DistillParams.batch_size,
+    test_fraction: Annotated[
+        float, typer.Option(help="Held-out share, as train's.")
+    ] = settings.TEST_FRACTION,
+    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
+    deploy: Annotated[
+        str, typer.Option(help="if-better, always or never.")
+    ] = settings.DEFAULT_DEPLOY,
+    student_model: Annotated[
+        str | None,
+        typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+    ] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help="Encoder student: tokens per text (128).")
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Encoder student: stop after this many steps.")
+    ] = None,
+    device: Annotated[
+        str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")
+    ] = "auto",
+) -> None:
+    """Distil a teacher's soft labels into a student version of a head."""
+
+    def action() -> dict[str, Any]:
+        return host.distill(
+            open_store(),
+            head=head,
+            set_name=set_name,
+            labels=labels,
+            student=student,
+            soft_labels=soft_labels,
+            teacher=teacher,
+            source=source,
+            transfer=transfer,
+            deploy=deploy,
+            temperature=temperature,
+            gold_weight=gold_weight,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            test_fraction=test_fraction,
+            seed=seed,
+            student_model=student_model,
+            max_length=max_length,
+            max_steps=max_steps,
+            device=device,
+        )
+
+    run(action, "distill")
+
+
+@app.command()
+def predict(
+    head: Annotated[str, typer.Option(help="Head to score with.")],
+    set_name: Annotated[str, typer.Option("--set", help="Embedding set to score.")],
+    version: Annotated[int | None, typer.Option(help="Version (default: deployed).")] = None,
+    keys: Annotated[
+        str | None, typer.Option(help="SELECT returning item_key: score only these.")
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Text models: SELECT returning item_key and text (default: the set's source)."
+        ),
+    ] = None,
+) -> None:
+    """Score a set into the predictions table with a version of any kind (re-running replaces)."""
+
+    def action() -> dict[str, Any]:
+        with showing_progress(f"scoring {set_name}") as progress:
+            return host.predict(
+                open_store(),
+                head=head,
+                set_name=set_name,
+                version=version,
+                keys=keys,
+                source=source,
+                progress=progress,
+            )
+
+    run(action, "predict")
+
+
+@app.command()
+def deploy(
+    head: Annotated[str, typer.Option()],
+    version: Annotated[int, typer.Option(help="Version to deploy.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
+) -> None:
+    """Deploy a version of a head (predict and latest_predictions use it)."""
+    run(
+        lambda: host.deploy(
+            open_store(), head=head, version=version, lock_timeout_ms=lock_timeout_ms
+        ),
+        "deploy",
+    )
+
+
+@app.command("roll-back")
+def roll_back(
+    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+) -> None:
+    """Deploy again the version deployed before the current one (heads.roll_back)."""
+    run(
+        lambda: host.roll_back(open_store(), head=head, lock_timeout_ms=lock_timeout_ms),
+        "roll-back",
+    )
+
+
+# What `models` shows by default, under short headers: this fits 80 columns with 12-letter
+# names; --wide (or --json) gives every column of model_summary.
+MODEL_COLUMNS = {
+    "head": "head",
+    "version": "version",
+    "is_deployed": "deployed",
+    "accuracy": "accuracy",
+    "macro_f1": "macro_f1",
+    "set_name": "set",
+}
+
+
+@app.command()
+def models(
+    head: Annotated[str | None, typer.Option(help="Only this head.")] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column of model_summary (needs a wide terminal).")
+    ] = False,
+) -> None:
+    """List every version with its metrics (the model_summary view)."""
+
+    def action() -> dict[str, Any]:
+        frame = host.models(open_store(), head=head)
+        return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
+
+    def render(result: dict[str, Any]) -> None:
+        records = result["models"]
+        columns = dict(MODEL_COLUMNS)
+        if wide and records:
+            columns = {column: column for column in records[0]}
+        # Numbers never shrink to "0.…": only the names may wrap.
+        table = Table(title="model_summary")
+        for column, header in columns.items():
+            table.add_column(header, no_wrap=column not in ("head", "set_name"))
+        for record in records:
+            table.add_row(*[_cell(column, record[column]) for column in columns])
+        Console().print(table)
+
+    run(action, "models", render)
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "is_deployed":
+        return "yes" if value else ""
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+@app.command("drop-head")
+def drop_head(
+    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+) -> None:
+    """Delete a head: its versions, deployments and predictions."""
+    run(
+        lambda: {"head": head, "versions_dropped": open_store().drop_head(head, lock_timeout_ms)},
+        "drop-head",
+    )
+
+
+@app.command()
+def report(
+    head: Annotated[str, typer.Option(help="Head to report on.")],
+    version: Annotated[int | None, typer.Option(help="Version (default: deployed).")] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Directory for index.html and PNGs (default report-HEAD-vN).")
+    ] = None,
+) -> None:
+    """Write an HTML page with plots for a version; store the plots' numbers (model_figures)."""
+    from sqlheads.report import build_report
+
+    run(lambda: build_report(open_store(), head, version=version, out_dir=out), "report")

@@ -1,0 +1,171 @@
+"""The caller-query sandbox: a caller's source, labels or keys query, run as written.
+
+A caller's SELECT runs on a read-only connection, with the caller's own permissions, exactly as
+``sp_execute_external_script``'s input query does. On SQLite, ``PRAGMA query_only`` and an
+authorizer refuse everything but reading (ATTACH, VACUUM INTO, PRAGMA, writes, file access).
+:class:`CallerQueries` gives :class:`~sqlheads.store.repository.Store` these verbs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+from sqlalchemy import Engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+
+from sqlheads.errors import QueryNotAllowedError, QueryShapeError
+
+
+class CallerQueries:
+    """Runs callers' queries read-only on ``engine``."""
+
+    engine: Engine
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    def run_query(
+        self,
+        sql: str,
+        needed: tuple[str, ...],
+        what: str,
+        chunk_rows: int = 1000,
+        *,
+        all_columns: bool = False,
+    ) -> Iterator[pd.DataFrame]:
+        """Run a caller's SELECT read-only and yield its rows in DataFrames of ``chunk_rows``:
+        the ``needed`` columns, or every column (``all_columns``) once ``needed`` are there."""
+        if not isinstance(sql, str) or not sql.strip():
+            raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
+        with self._caller_connection(what) as connection:
+            chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
+            yield from (c if all_columns else c[list(needed)] for c in chunks)
+
+    @contextmanager
+    def _caller_connection(self, what: str) -> Iterator[Connection]:
+        """A connection on which a caller's query may read tables and do nothing else.
+
+        On SQLite, ``PRAGMA query_only`` refuses writes only once a statement runs, after
+        ATTACH or VACUUM INTO has already created its file; SQLite's authorizer refuses them
+        while the statement compiles, so nothing touches the file system. A refusal becomes
+        :class:`QueryNotAllowedError` naming what was refused.
+        """
+        with self.engine.connect() as connection:
+            if not self.is_sqlite:
+                yield connection
+                return
+            connection.exec_driver_sql("PRAGMA query_only = ON")
+            driver = connection.connection.driver_connection
+            refused: list[str] = []
+            driver.set_authorizer(_read_only_authorizer(refused))
+            try:
+                yield connection
+            except (DBAPIError, QueryShapeError):
+                if refused:  # the query failed because the authorizer refused something
+                    raise QueryNotAllowedError(
+                        f"the {what} query may only read tables, but it asks for "
+                        f"{refused[-1]}: sqlheads refuses ATTACH, VACUUM, PRAGMA, writes and "
+                        "file access in caller queries; pass a plain SELECT"
+                    ) from None
+                raise
+            finally:
+                # The pooled connection must be writable again for the next user.
+                driver.set_authorizer(None)
+                connection.exec_driver_sql("PRAGMA query_only = OFF")
+
+    @staticmethod
+    def _read_chunks(
+        connection: Connection, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int
+    ) -> Iterator[pd.DataFrame]:
+        try:
+            result = connection.exec_driver_sql(sql.strip().rstrip(";"))
+        except DBAPIError as error:
+            raise QueryShapeError(
+                f"the {what} query failed: {error.orig}. Check it runs on its own first"
+            ) from None
+        try:
+            if not result.returns_rows:
+                raise QueryShapeError(f"the {what} query returned no result set: pass a SELECT")
+            columns = list(result.keys())
+            missing = [c for c in needed if c not in columns]
+            if missing:
+                raise QueryShapeError(
+                    f"the {what} query must return columns {', '.join(needed)}; it is missing "
+                    f"{', '.join(missing)} (it returned: {', '.join(columns)}): alias them, "
+                    "e.g. SELECT id AS item_key, ..."
+                )
+            while rows := result.fetchmany(chunk_rows):
+                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)
+        finally:
+            result.close()
+
+    def count_query(self, sql: str) -> int | None:
+        """Rows a caller's query returns, for a progress bar; None if it cannot be counted."""
+        try:
+            with self._caller_connection("source") as connection:
+                return int(
+                    connection.exec_driver_sql(
+                        f"SELECT COUNT(*) FROM ({sql.strip().rstrip(';')}) AS counted"
+                    ).scalar_one()
+                )
+        except (DBAPIError, QueryNotAllowedError):
+            return None
+
+    def duplicate_keys(self, sql: str) -> set[str]:
+        """The ``item_key`` values a caller's query returns more than once."""
+        with self._caller_connection("source") as connection:
+            try:
+                rows = connection.exec_driver_sql(
+                    f"SELECT source_query.item_key FROM ({sql.strip().rstrip(';')}) "
+                    "AS source_query GROUP BY source_query.item_key HAVING COUNT(*) > 1"
+                ).all()
+            except DBAPIError as error:
+                raise QueryShapeError(
+                    f"the source query cannot be read as a subquery ({error.orig}): drop its "
+                    "ORDER BY, or wrap it in a view"
+                ) from None
+            return {str(key) for (key,) in rows}
+
+
+# What a caller's query may do on SQLite: read and compute. Everything else (ATTACH, which
+# VACUUM INTO also asks for; PRAGMA; any write or schema change) is refused.
+_ALLOWED_ACTIONS = {
+    sqlite3.SQLITE_SELECT,
+    sqlite3.SQLITE_READ,
+    sqlite3.SQLITE_FUNCTION,
+    sqlite3.SQLITE_RECURSIVE,
+}
+# Functions that reach outside the database (extensions, the shell's file functions).
+_REFUSED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+_ACTION_NAMES = {
+    sqlite3.SQLITE_ATTACH: "ATTACH (or VACUUM INTO) {0!r}",
+    sqlite3.SQLITE_DETACH: "DETACH {0}",
+    sqlite3.SQLITE_PRAGMA: "PRAGMA {0}",
+    sqlite3.SQLITE_INSERT: "INSERT into {0}",
+    sqlite3.SQLITE_UPDATE: "UPDATE of {0}",
+    sqlite3.SQLITE_DELETE: "DELETE from {0}",
+    sqlite3.SQLITE_TRANSACTION: "a transaction ({0})",
+}
+
+
+def _read_only_authorizer(refused: list[str]):
+    """An authorizer for ``sqlite3.Connection.set_authorizer`` that records what it refuses."""
+
+    def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
+            refused.append(f"function {arg2}()")
+            return sqlite3.SQLITE_DENY
+        if action in _ALLOWED_ACTIONS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_schema"):
+            refused.append("a PRAGMA function")  # how SQLite asks for pragma_table_info & co
+            return sqlite3.SQLITE_DENY
+        refused.append(_ACTION_NAMES.get(action, "a write or schema change ({0})").format(arg1))
+        return sqlite3.SQLITE_DENY
+
+    return authorize

@@ -1,0 +1,123 @@
+"""The contract every model kind keeps, run over the registry as scikit-learn's
+``parametrize_with_checks`` runs over estimators: fitted the way the kind is fitted, a model
+serialises to bytes without pickle, loads again through its kind, and scores as it did.
+
+Real parts on tiny data: Rotten Tomatoes rows, the default encoder's tokenizer (word student),
+MiniLM for a teacher and an encoder student fine-tuned for a few CPU steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sqlheads import host
+from sqlheads.engine import kinds
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.text_classifier import PARITY_TOLERANCE
+from sqlheads.store.repository import Store
+
+CLASSES = ["negative", "positive"]
+
+
+@pytest.fixture(scope="module")
+def rows(rt_sample: pd.DataFrame) -> pd.DataFrame:
+    """40 reviews, 20 of each class."""
+    return pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+
+
+def _teaching(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Gold class indices and a confident teacher's logits (a tenth of them wrong)."""
+    gold = (rows["label"] == "positive").astype(int).to_numpy()
+    teacher_says = gold.copy()
+    teacher_says[::10] = 1 - teacher_says[::10]
+    logits = np.where(teacher_says[:, None] == np.arange(2), 1.5, -1.5).astype(np.float32)
+    return gold, logits
+
+
+def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, **options):
+    gold, logits = _teaching(rows)
+    distill = kind.distill_params(DistillParams(epochs=1, seed=0)).validate()
+    student = kinds.StudentOptions(distill=distill, batch_size=8, **options)
+    return kind.distil(inputs, CLASSES, logits, gold, student)
+
+
+def fit_head(rows: pd.DataFrame, tmp_path):
+    vectors = np.random.default_rng(0).normal(size=(len(rows), 16)).astype(np.float32)
+    return _distilled(kinds.KINDS["head"], vectors, rows), vectors
+
+
+def fit_word_student(rows: pd.DataFrame, tmp_path):
+    store = Store.from_url(f"sqlite:///{tmp_path / 'heads.db'}")
+    host.init(store)
+    encoder = host.register_encoder(store)
+    onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
+    texts = rows["text"].tolist()
+    model = _distilled(
+        kinds.KINDS["word_student"], texts, rows, tokenizer_json=tokenizer_json, encoder_onnx=onnx
+    )
+    return model, texts
+
+
+def fit_encoder_student(rows: pd.DataFrame, tmp_path):
+    texts = rows["text"].tolist()
+    model = _distilled(
+        kinds.KINDS["encoder_student"], texts, rows, max_length=32, max_steps=2, device="cpu"
+    )
+    return model, texts
+
+
+def fit_teacher(rows: pd.DataFrame, tmp_path):
+    """The teacher is trained on gold labels by the sidecar's job; its blob is its export."""
+    from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+
+    texts = rows["text"].tolist()
+    params = TeacherParams(max_length=32, batch_size=8, epochs=1, max_steps=2)
+    teacher = TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=tmp_path / "teacher")
+    teacher.fit(texts, rows["label"].astype(str).tolist())
+    graph, _ = teacher.export(texts)
+    return graph, texts
+
+
+FITTERS: dict[str, Callable] = {
+    "head": fit_head,
+    "word_student": fit_word_student,
+    "encoder_student": fit_encoder_student,
+    "teacher": fit_teacher,
+}
+
+
+def test_every_kind_has_a_contract_case() -> None:
+    assert set(FITTERS) == set(kinds.KINDS)
+
+
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_the_registry_says_how_each_kind_is_fitted_and_where(name: str) -> None:
+    kind = kinds.KINDS[name]
+    assert kind.name == name and kind.reads in kinds.READS
+    assert kind.runs_on in ("server", "sidecar")
+    assert set(kind.fitted_by) <= {"train", "distill"} and kind.fitted_by
+    distils = "distill" in kind.fitted_by
+    assert distils == (kind.distil is not None) == (kind.student is not None)
+    if distils:  # a student distils with defaults of its own unless told otherwise
+        assert kind.epochs and kind.lr
+        assert kinds.student_kind(kind.student) is kind
+        assert (kind.student in kinds.SIDECAR_STUDENTS) == (kind.runs_on == "sidecar")
+
+
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_fit_then_bytes_then_load_scores_the_same(name: str, rows, tmp_path) -> None:
+    kind = kinds.KINDS[name]
+    model, inputs = FITTERS[name](rows, tmp_path)
+    blob = model.to_bytes()
+    assert isinstance(blob, bytes) and not blob.startswith(b"\x80")  # no pickle protocol header
+    loaded = kind.load(blob)
+    assert list(loaded.classes_) == CLASSES
+    before, after = model.predict_proba(inputs), loaded.predict_proba(inputs)
+    assert after.shape == (len(rows), len(CLASSES))
+    np.testing.assert_allclose(after.sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(after, before, atol=PARITY_TOLERANCE)
+    assert kinds.parameter_count(loaded) > 0
