@@ -134,6 +134,26 @@ def pad_ids(sequences: Sequence[list[int]], pad_id: int) -> tuple[np.ndarray, np
     return ids, mask
 
 
+def bucket_width(width: int, multiple: int, cap: int) -> int:
+    """``width`` rounded up to a multiple of ``multiple``, at most ``cap`` (and never below
+    ``width``): a GPU then sees a few padded shapes, so compiled graphs and attention plans are
+    made once per bucket instead of once per length."""
+    return max(width, min(-(-width // multiple) * multiple, cap))
+
+
+def pad_to_width(
+    ids: np.ndarray, mask: np.ndarray, width: int, pad_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A padded batch widened to ``width`` columns of padding (masked out: same outputs)."""
+    extra = width - ids.shape[1]
+    if extra <= 0:
+        return ids, mask
+    return (
+        np.pad(ids, ((0, 0), (0, extra)), constant_values=pad_id),
+        np.pad(mask, ((0, 0), (0, extra)), constant_values=0),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Inference
 
