@@ -235,8 +235,11 @@ def encode_windows(
     batch_size: int,
     batch_tokens: int | None,
     on_batch: Callable[[int], None] | None,
+    windows: list[list[list[int]]] | None = None,
 ) -> Encoded:
     """Windows, length-sorted batches and token-weighted pooling around ``run``.
+
+    ``windows``: ``tokenizer.windows(texts, ...)`` already made (a pipeline tokenises ahead).
 
     ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window (an array,
     or anything with ``shape`` that NumPy can convert, read only after the last batch); the ONNX
@@ -251,7 +254,9 @@ def encode_windows(
         raise InvalidParameterError(
             f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
         )
-    per_text = tokenizer.windows(texts, truncate=long_text == "truncate")
+    per_text = (
+        tokenizer.windows(texts, truncate=long_text == "truncate") if windows is None else windows
+    )
     flat = [window for windows in per_text for window in windows]
     owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
     window_vectors = np.zeros((len(flat), dim), dtype=np.float32)
