@@ -49,10 +49,12 @@ VARIANTS = {
     "batch 64 at 5e-5": {"batch_size": 64, "lr": 5e-5},
     "compile off": {"compile": "off"},
 }
+# transfer_imdb: the IMDB reviews the students distil on beside RT (None: all 25,000; on an
+# H100 the encoder student reached 84.3 % RT with 5,000 of them and 85.3 % with all).
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"rt": None, "imdb": None, "teacher": "all-mpnet-base-v2", "max_length": 128,
              "epochs": 3, "max_steps": None, "embed": ("all-MiniLM-L6-v2", "all-mpnet-base-v2"),
-             "transfer_imdb": 5000, "variants": VARIANTS},
+             "transfer_imdb": None, "variants": VARIANTS},
     "quick": {"rt": 2000, "imdb": 2000, "teacher": "all-mpnet-base-v2", "max_length": 128,
               "epochs": 2, "max_steps": None, "embed": ("all-MiniLM-L6-v2",),
               "transfer_imdb": 1000, "variants": VARIANTS},
@@ -86,7 +88,7 @@ def _peak_gib(device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / 2**30
 
 
-def _reset_peak(device) -> None:
+def reset_peak_memory(device) -> None:
     import torch
 
     if device.type == "cuda":
@@ -121,7 +123,7 @@ def naive_fine_tune(
 
     transformers_logging.set_verbosity_error()  # the new classifier layer is expected
     transformers_logging.disable_progress_bar()
-    _reset_peak(device)
+    reset_peak_memory(device)
     started = time.perf_counter()
     torch.manual_seed(seed)
     classes = sorted({str(v) for v in labels})
@@ -212,7 +214,7 @@ def ours_fine_tune(
     (no checkpoint to resume from), timed from the call."""
     from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
 
-    _reset_peak(device)
+    reset_peak_memory(device)
     work_dir = scratch_dir("bench-sidecar-teacher-")
     params = TeacherParams(
         epochs=epochs, max_length=max_length, max_steps=max_steps, **(knobs or {})
@@ -266,7 +268,7 @@ def embed_rates(model: str, texts: Sequence[str], device) -> dict[str, Any]:
     with timer() as tokenize:
         windows = tokenizer.windows(texts, truncate=False)
     tokens = sum(len(w) for text in windows for w in text)
-    _reset_peak(device)
+    reset_peak_memory(device)
     encoder = TorchEncoder(
         model_dir, tokenizer_json, dim=dim, max_length=EMBED_MAX_LENGTH, device=device
     )

@@ -379,3 +379,24 @@ def test_a_cancelled_teacher_job_propagates_and_stores_nothing(tiny_store: Store
     with pytest.raises(JobCancelledError):
         _job(tiny_store, tmp_path, progress, model=MINILM, max_steps=3, **TINY)
     assert host.models(tiny_store).empty
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU: the loop's CUDA-only branches"
+)
+def test_on_cuda_the_loop_compiles_over_buckets_pins_and_resumes(tmp_path):
+    # Every CUDA-only branch of the loop (pinned copies, fused AdamW, compile over buckets,
+    # checkpoints copied off the GPU) on a real GPU; resumed, the same logits as straight.
+    params = TINY | {"max_steps": 4, "patience": 0, "checkpoint_steps": 2}
+    cuda = torch.device("cuda")
+    from sqlheads import datasets
+
+    rows = datasets.rotten_tomatoes().sample(48, random_state=0)
+    texts, labels = rows.text.tolist(), rows.label.astype(str).tolist()
+    first = TeacherClassifier(MINILM, TeacherParams(**params), device=cuda, work_dir=tmp_path)
+    first.fit(texts, labels)
+    assert first.result_.compiled and first.result_.steps == 4
+    again = TeacherClassifier(MINILM, TeacherParams(**params), device=cuda, work_dir=tmp_path)
+    again.fit(texts, labels)
+    assert again.result_.resumed_from == 4
+    np.testing.assert_allclose(again.logits(texts[:8]), first.logits(texts[:8]), atol=1e-3)

@@ -259,3 +259,23 @@ def test_under_torchrun_each_process_takes_its_own_gpu(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "2")
     with pytest.raises(DeviceUnavailableError):
         resolve_device("auto")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the GPU's levers")
+def test_on_cuda_the_levers_give_the_serial_paths_vectors(registered, texts):
+    entry, both = registered["none"], texts["short"] + texts["long"]
+    cuda = torch.device("cuda")
+    serial = _torch(entry, precision="fp32", pipeline_rows=0, pad_multiple=1, attention="default")
+    levers = TorchEncoder.for_encoder(
+        entry["source"],
+        entry["tokenizer_json"],
+        dim=entry["record"].dim,
+        max_length=entry["record"].max_length,
+        device=cuda,
+        precision="fp32",
+        pipeline_rows=7,
+    )
+    assert levers.describe()["attention"] == "no-cudnn" and levers.pad_multiple == 16
+    ours = levers.encode(both, batch_size=8).vectors
+    theirs = serial.encode(both, batch_size=8).vectors
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)  # two devices' kernels: 1e-4
