@@ -137,6 +137,15 @@ def test_early_stopping_stops_when_the_validation_slice_gets_worse_and_keeps_the
     assert not all(torch.equal(last[name], best[name]) for name in best)  # not the last weights
 
 
+def test_a_checkpoint_its_thread_cannot_write_fails_the_fine_tuning(tmp_path):
+    # Written off the training thread, a failed write must still reach the caller: a file
+    # stands where the work folder should be.
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("in the way")
+    with pytest.raises(OSError):
+        _fit(blocked, **(TINY | {"max_steps": 1, "patience": 0}))
+
+
 def test_compile_is_chosen_by_rule_only_on_cuda_with_a_few_fixed_shapes():
     cuda, bucketed = torch.device("cuda:0"), TunerParams()
     assert not should_compile("auto", CPU, bucketed)  # never by rule on the CPU
