@@ -340,6 +340,10 @@ def train(
         str | None, typer.Option(help="Refuse unless the set uses this encoder.")
     ] = None,
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
+    source: Annotated[
+        str | None,
+        typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
+    ] = None,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
 
@@ -354,6 +358,7 @@ def train(
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
+                source=source,
                 recipe=recipe,
                 hidden=hidden,
                 epochs=epochs,
@@ -376,8 +381,9 @@ def distill(
     student: Annotated[
         str,
         typer.Option(
-            help="word (raw text, no encoder at scoring), head (stored vectors) or encoder "
-            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text)."
+            help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
+            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
+            "of the whole text: long texts)."
         ),
     ] = "word",
     soft_labels: Annotated[
@@ -390,7 +396,10 @@ def distill(
     ] = None,
     source: Annotated[
         str | None,
-        typer.Option(help="Word student: SELECT item_key, text (default: the set's source)."),
+        typer.Option(
+            help="Text students and the baseline: SELECT item_key, text (default: the set's "
+            "source)."
+        ),
     ] = None,
     transfer: Annotated[
         str | None,
@@ -516,6 +525,8 @@ MODEL_COLUMNS = {
     "is_deployed": "deployed",
     "accuracy": "accuracy",
     "macro_f1": "macro_f1",
+    "baseline_accuracy": "baseline",
+    "below_baseline": "below",
     "set_name": "set",
 }
 
@@ -550,7 +561,7 @@ def models(
 
 
 def _cell(column: str, value: Any) -> str:
-    if column == "is_deployed":
+    if column in ("is_deployed", "below_baseline"):
         return "yes" if value else ""
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
