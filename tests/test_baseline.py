@@ -179,3 +179,25 @@ def test_cli_train_prints_the_baseline_and_models_lists_it(store: Store):
     assert "baseline" in plain.stdout
     listed = CliRunner().invoke(app, ["--url", url, "models", "--head", "s"])
     assert "baseline" in listed.stdout
+
+
+def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
+    from sqlheads.report import build_report
+
+    trained = host.train(store, head="sentiment", set_name="reviews", labels=LABELS)
+    result = build_report(store, "sentiment", version=1, out_dir=tmp_path / "report")
+    assert (tmp_path / "report" / "baseline.png").read_bytes()[:4] == b"\x89PNG"
+    with store.engine.connect() as c:
+        rows = c.execute(
+            text(
+                "SELECT series, x, value FROM model_figures WHERE model_id = :m AND figure = 'baseline'"
+            ),
+            {"m": result["model_id"]},
+        ).all()
+    found = {(series, x): value for series, x, value in rows}
+    assert found[("tfidf_lr", "accuracy")] == pytest.approx(
+        trained["baseline"]["accuracy"], abs=1e-4
+    )
+    assert found[("model", "accuracy")] == pytest.approx(trained["accuracy"], abs=1e-4)
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert "TF-IDF + LR baseline" in page
