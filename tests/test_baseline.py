@@ -173,12 +173,19 @@ def test_cli_train_prints_the_baseline_and_models_lists_it(store: Store):
     reported = json.loads(result.stdout)
     assert isinstance(reported["baseline"]["accuracy"], float)
     assert "its baseline: accuracy" in reported["versus_baseline"]
+    untrained = ["--recipe", "seed", "--epochs", "1", "--lr", "1e-7"]  # a near-random head
     plain = CliRunner().invoke(
-        app, ["--url", url, "train", "--head", "s", "--set", "reviews", "--labels", LABELS]
+        app,
+        ["--url", url, "train", "--head", "s", "--set", "reviews", "--labels", LABELS, *untrained],
     )
-    assert "baseline" in plain.stdout
-    listed = CliRunner().invoke(app, ["--url", url, "models", "--head", "s"])
-    assert "baseline" in listed.stdout
+    assert "BELOW its baseline" in plain.stdout
+    listed = CliRunner().invoke(app, ["--url", url, "models", "--head", "s"], env={"COLUMNS": "80"})
+    (first, second) = [line for line in listed.stdout.splitlines() if line.startswith("│ s ")]
+    assert "▼" in second and "▼" not in first and "below its TF-IDF + LR baseline" in listed.stdout
+    wide = CliRunner().invoke(
+        app, ["--url", url, "models", "--head", "s", "--wide"], env={"COLUMNS": "400"}
+    )
+    assert "baseline_accuracy" in wide.stdout and "below_baseline" in wide.stdout
 
 
 def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
@@ -190,7 +197,8 @@ def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
     with store.engine.connect() as c:
         rows = c.execute(
             text(
-                "SELECT series, x, value FROM model_figures WHERE model_id = :m AND figure = 'baseline'"
+                "SELECT series, x, value FROM model_figures "
+                "WHERE model_id = :m AND figure = 'baseline'"
             ),
             {"m": result["model_id"]},
         ).all()

@@ -68,8 +68,8 @@ def summary(stored: dict[str, Any], accuracy: float, texts: Sequence[Any] | None
         verdict = f"no baseline: {stored['baseline_skipped']}"
     else:
         verdict = (
-            f"{'BELOW' if below else 'at or above'} its baseline: accuracy {accuracy:.1%} vs "
-            f"TF-IDF + LR {baseline_accuracy:.1%}"
+            f"{'BELOW' if below else 'at or above'} its baseline: accuracy "
+            f"{100 * accuracy:.1f} % vs TF-IDF + LR {100 * baseline_accuracy:.1f} %"
         )
         if below and _long(texts):
             verdict += f"; {LONG_TEXT_ADVICE}"

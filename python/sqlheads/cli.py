@@ -525,10 +525,9 @@ MODEL_COLUMNS = {
     "is_deployed": "deployed",
     "accuracy": "accuracy",
     "macro_f1": "macro_f1",
-    "baseline_accuracy": "baseline",
-    "below_baseline": "below",
     "set_name": "set",
 }
+BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
 
 
 @app.command()
@@ -554,14 +553,19 @@ def models(
         for column, header in columns.items():
             table.add_column(header, no_wrap=column not in ("head", "set_name"))
         for record in records:
-            table.add_row(*[_cell(column, record[column]) for column in columns])
+            cells = {column: _cell(column, record[column]) for column in columns}
+            if record.get("below_baseline") and not wide:
+                cells["accuracy"] += BELOW_BASELINE
+            table.add_row(*cells.values())
+        if any(record.get("below_baseline") for record in records) and not wide:
+            table.caption = f"{BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
         Console().print(table)
 
     _run(action, "models", render)
 
 
 def _cell(column: str, value: Any) -> str:
-    if column in ("is_deployed", "below_baseline"):
+    if column == "is_deployed":
         return "yes" if value else ""
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 

@@ -25,9 +25,7 @@ from sqlheads.engine.distillation import DistillParams
 from sqlheads.errors import InvalidParameterError, check_ranges
 
 KIND = "tfidf_student"
-# Measured on IMDB's fixed split with the mpnet-imdb teacher (README, "Long texts").
-DEFAULT_TEMPERATURE, DEFAULT_GOLD_WEIGHT = 2.0, 0.5
-MAX_ITERATIONS = 300
+MAX_ITERATIONS = 300  # L-BFGS stopped after 25-91 iterations on IMDB's 20,000 reviews
 
 
 @dataclass
