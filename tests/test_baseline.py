@@ -209,3 +209,21 @@ def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
     assert found[("model", "accuracy")] == pytest.approx(trained["accuracy"], abs=1e-4)
     page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
     assert "TF-IDF + LR baseline" in page
+
+
+def test_a_version_below_its_baseline_on_long_texts_is_told_the_long_text_path(rt_sample):
+    from sqlheads import baselines
+
+    stored = {
+        "baseline_accuracy": 0.899,
+        "baseline_macro_f1": 0.899,
+        "baseline_seconds": 20.0,
+        "baseline_skipped": None,
+    }
+    long_reviews = [" ".join(rt_sample["text"].head(20))] * 3  # well past 256 tokens each
+    below = baselines.summary(stored, 0.867, long_reviews)
+    assert below["below_baseline"] and "--student tfidf" in below["versus_baseline"]
+    short = baselines.summary(stored, 0.867, rt_sample["text"].tolist())
+    assert short["below_baseline"] and "--student tfidf" not in short["versus_baseline"]
+    above = baselines.summary(stored, 0.904, long_reviews)
+    assert above["below_baseline"] is False and above["versus_baseline"].startswith("at or above")
