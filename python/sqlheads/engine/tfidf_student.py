@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sqlheads.engine.baseline import MAX_FEATURES, MIN_DF, tfidf_features
+from sqlheads.engine.baseline import MAX_FEATURES, MIN_DF, NGRAMS, tfidf_features
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.errors import InvalidParameterError, check_ranges
 
@@ -51,6 +51,7 @@ class TfidfStudent:
         self.params = (params or TfidfStudentParams()).validate()
         self.classes_: list[str] = []
         self.loss_curve_: list[float] = []
+        self.vectorizer_ = None  # fitted, or rebuilt from the stored vocabulary and idf
 
     def fit(
         self,
@@ -79,6 +80,7 @@ class TfidfStudent:
             options={"maxiter": self.params.max_iterations},
         )
         weights, bias = loss.unpack(found.x)
+        self.vectorizer_ = vectorizer
         self.vocabulary_ = vectorizer.get_feature_names_out().astype(str)
         self.idf_ = vectorizer.idf_.astype(np.float32)
         self.weights_ = {"w": weights.astype(np.float32), "b": bias.astype(np.float32)}
@@ -89,16 +91,18 @@ class TfidfStudent:
         return self
 
     def _features(self, texts: Sequence[str]):
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        """The fitted features, rebuilt from the stored vocabulary and idf (once per model)."""
+        if self.vectorizer_ is None:
+            from sklearn.feature_extraction.text import TfidfVectorizer
 
-        vectorizer = TfidfVectorizer(
-            ngram_range=(1, 2),
-            sublinear_tf=True,
-            dtype=np.float32,
-            vocabulary={term: i for i, term in enumerate(self.vocabulary_)},
-        )
-        vectorizer.idf_ = self.idf_
-        return vectorizer.transform([str(t) for t in texts])
+            self.vectorizer_ = TfidfVectorizer(
+                ngram_range=NGRAMS,
+                sublinear_tf=True,
+                dtype=np.float32,
+                vocabulary={term: i for i, term in enumerate(self.vocabulary_)},
+            )
+            self.vectorizer_.idf_ = self.idf_
+        return self.vectorizer_.transform([str(t) for t in texts])
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         from scipy.special import softmax
