@@ -340,6 +340,10 @@ def train(
         str | None, typer.Option(help="Refuse unless the set uses this encoder.")
     ] = None,
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
+    source: Annotated[
+        str | None,
+        typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
+    ] = None,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
 
@@ -354,6 +358,7 @@ def train(
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
+                source=source,
                 recipe=recipe,
                 hidden=hidden,
                 epochs=epochs,
@@ -376,8 +381,9 @@ def distill(
     student: Annotated[
         str,
         typer.Option(
-            help="word (raw text, no encoder at scoring), head (stored vectors) or encoder "
-            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text)."
+            help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
+            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
+            "of the whole text: long texts)."
         ),
     ] = "word",
     soft_labels: Annotated[
@@ -390,7 +396,10 @@ def distill(
     ] = None,
     source: Annotated[
         str | None,
-        typer.Option(help="Word student: SELECT item_key, text (default: the set's source)."),
+        typer.Option(
+            help="Text students and the baseline: SELECT item_key, text (default: the set's "
+            "source)."
+        ),
     ] = None,
     transfer: Annotated[
         str | None,
@@ -518,6 +527,7 @@ MODEL_COLUMNS = {
     "macro_f1": "macro_f1",
     "set_name": "set",
 }
+BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
 
 
 @app.command()
@@ -543,7 +553,12 @@ def models(
         for column, header in columns.items():
             table.add_column(header, no_wrap=column not in ("head", "set_name"))
         for record in records:
-            table.add_row(*[_cell(column, record[column]) for column in columns])
+            cells = {column: _cell(column, record[column]) for column in columns}
+            if record.get("below_baseline") and not wide:
+                cells["accuracy"] += BELOW_BASELINE
+            table.add_row(*cells.values())
+        if any(record.get("below_baseline") for record in records) and not wide:
+            table.caption = f"{BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
         Console().print(table)
 
     _run(action, "models", render)

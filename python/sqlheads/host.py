@@ -19,7 +19,7 @@ from typing import Any, TypeVar, cast
 import pandas as pd
 from sqlalchemy.exc import IntegrityError
 
-from sqlheads import procedures
+from sqlheads import baselines, procedures
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.kinds import model_kind, student_kind
@@ -390,13 +390,15 @@ def train(
     deploy: str = "if-better",
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
+    source: str | None = None,
     **head_params: Any,
 ) -> dict[str, Any]:
     """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
 
     Trainings of one head run one after the other, as ``heads.train``'s application lock
     makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50016).
-    ``progress`` hears of each epoch: ``(1, epochs)``.
+    ``progress`` hears of each epoch: ``(1, epochs)``. The TF-IDF baseline reads the rows'
+    text through ``source``, else the set's stored source query (skipped without either).
     """
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
@@ -408,6 +410,9 @@ def train(
     labelled = read_labels(store, labels)
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
+    texts, no_text = baselines.read_texts(store, embedding_set, source, labelled["item_key"])
+    if texts is not None:
+        labelled["text"] = texts
     deployed = store.deployed_model(head)
     if progress is not None:
         progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
@@ -417,9 +422,12 @@ def train(
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
+        no_text=no_text,
         **head_params,
     ).iloc[0]
-    return record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
+    return record_version(
+        store, head, embedding_set, set_encoder, result, deploy, deployed, {}, texts
+    )
 
 
 def read_labels(store: Store, labels: str) -> pd.DataFrame:
@@ -442,8 +450,10 @@ def record_version(
     deploy: str,
     deployed: Model | None,
     extra: dict[str, Any],
+    texts: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Store a trained or distilled version, deploy it if its policy said so; the summary."""
+    against_baseline = baselines.columns(result["metrics_json"])
     model = store.add_model(
         {
             "head": head,
@@ -457,6 +467,7 @@ def record_version(
             "rows_train": int(result["rows_train"]),
             "rows_test": int(result["rows_test"]),
             "parameters": int(result["parameters"]),
+            **against_baseline,
             **extra,
         }
     )
@@ -479,6 +490,7 @@ def record_version(
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
+        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
     }
 
 
@@ -545,6 +557,7 @@ def distill(
         dict(zip(soft["item_key"], soft["logits"], strict=True))
     )
     arguments: dict[str, Any] = {"dim": set_encoder.dim}
+    no_text = ""
     if kind.reads == "text":
         texts = read_texts(store, text_source(embedding_set, source))
         frame["text"] = frame["item_key"].map(texts)
@@ -555,6 +568,9 @@ def distill(
         vectors = store.vectors_for_keys(embedding_set.set_id, keys)
         frame["vector"] = frame["item_key"].map(vectors)
         known = set(vectors)
+        texts, no_text = baselines.read_texts(store, embedding_set, source, keys)
+        if texts is not None:
+            frame["text"] = texts
     if soft_labels is not None:
         _refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
     if transfer is not None:
@@ -572,6 +588,7 @@ def distill(
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         threads=threads,
+        no_text=no_text,
         **arguments,
         **distill_params,
     ).iloc[0]
@@ -596,6 +613,7 @@ def distill(
             "teacher_id": stored.teacher_id,
             "teacher_accuracy": teacher_accuracy,
         },
+        frame["text"].tolist() if "text" in frame.columns else None,
     )
     return summary | {
         "teacher": name,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine import kinds
+from sqlheads.engine import baseline, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import LONG_TEXT_MODES, load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
@@ -328,13 +328,16 @@ def train(
     deploy: str = "if-better",
     deployed_macro_f1: float | None = None,
     on_epoch: Callable[[int], None] | None = None,
+    no_text: str = baseline.NO_TEXT,
 ) -> pd.DataFrame:
     """Train a head on stored vectors; one output row describing the new version.
 
     Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
     refused with the count). The held-out split is stratified and fixed by ``seed``; metrics
     are computed on it, then the deploy policy is applied against ``deployed_macro_f1``.
-    ``on_epoch`` is called after each epoch with the number of epochs.
+    ``on_epoch`` is called after each epoch with the number of epochs. With a ``text`` column
+    the TF-IDF baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without
+    one it is skipped, saying ``no_text``.
     """
     started = time.perf_counter()
     _require_columns(input_data, TRAIN_INPUT, "labels")
@@ -374,6 +377,7 @@ def train(
     train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
     head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
+    metrics["baseline"] = _baseline(input_data, y, train_rows, test_rows, head.classes_, no_text)
     blob = head.to_bytes()
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
@@ -407,6 +411,21 @@ def train(
         ],
         columns=list(TRAIN_OUTPUT),
     )
+
+
+def _baseline(
+    frame: pd.DataFrame,
+    labels: np.ndarray,
+    train_rows: np.ndarray,
+    test_rows: np.ndarray,
+    classes: list[str],
+    no_text: str,
+) -> dict[str, Any]:
+    """The TF-IDF baseline on a version's own rows, when the input carries the rows' text."""
+    texts = frame["text"].tolist() if "text" in frame.columns else None
+    return baseline.baseline_for(
+        texts, labels, train_rows, test_rows, classes, no_text
+    ).as_metrics()
 
 
 SOFT_LABELS_INPUT = ("item_key", "row_json")
@@ -483,6 +502,7 @@ def distill(
     device: str = "auto",
     work_dir: str | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    no_text: str = baseline.NO_TEXT,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -596,6 +616,18 @@ def distill(
             on_step=on_step,
         )
         test_inputs = [texts[i] for i in test_rows]
+    elif kind.name == "tfidf_student":
+        from sqlheads.engine.tfidf_student import TfidfStudent
+
+        texts = [str(v) for v in values]
+        model = TfidfStudent().fit(
+            [texts[i] for i in train_rows],
+            classes,
+            logits[train_rows],
+            gold[train_rows],
+            distill=distill_params,
+        )
+        test_inputs = [texts[i] for i in test_rows]
     elif kind.reads == "text":
         from sqlheads.engine.students import WordStudent
 
@@ -632,6 +664,8 @@ def distill(
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
     truth = gold_labels[test_rows].astype(str)
     metrics = classification_metrics(truth, predicted, classes)
+    gold_only = np.where(labelled, gold_labels, None)  # the baseline learns from gold labels
+    metrics["baseline"] = _baseline(input_data, gold_only, train_rows, test_rows, classes, no_text)
     teacher_known = has_logits[test_rows]
     teacher_accuracy = (
         float(

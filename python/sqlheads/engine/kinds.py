@@ -51,6 +51,12 @@ def _load_word_student(blob: bytes) -> Scorer:
     return students.WordStudent.from_bytes(blob)
 
 
+def _load_tfidf_student(blob: bytes) -> Scorer:
+    from sqlheads.engine.tfidf_student import TfidfStudent
+
+    return TfidfStudent.from_bytes(blob)
+
+
 def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
     """The teacher's and the encoder student's loader: their ONNX graph and its contract
     (onnxruntime and the tokenizer only: scoring needs no PyTorch)."""
@@ -88,10 +94,21 @@ KINDS: dict[str, ModelKind] = {
         _text_classifier("encoder_student"),
         "small transformer (MiniLM) + classifier distilled from a teacher, int8 ONNX on raw text",
     ),
+    "tfidf_student": ModelKind(
+        "tfidf_student",
+        "text",
+        _load_tfidf_student,
+        "linear model on TF-IDF word 1-2 grams of the whole text, distilled from a teacher",
+    ),
 }
 
 # ``distill --student NAME`` -> the kind of model it produces.
-STUDENTS: dict[str, str] = {"word": "word_student", "head": "head", "encoder": "encoder_student"}
+STUDENTS: dict[str, str] = {
+    "word": "word_student",
+    "head": "head",
+    "encoder": "encoder_student",
+    "tfidf": "tfidf_student",
+}
 
 # Students fine-tuned from a transformer: their training wants a GPU (the sidecar, or the CLI on
 # a machine with one), not the database server's external-script runtime.
@@ -104,6 +121,7 @@ DISTILL_DEFAULTS: dict[str, tuple[int, float]] = {
     "head": (HeadParams.epochs, HeadParams.lr),
     # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
     "encoder_student": (3, 5e-5),
+    "tfidf_student": (1, 1.0),  # unused: L-BFGS on a convex loss has neither
 }
 
 
@@ -124,7 +142,8 @@ def student_kind(student: str) -> ModelKind:
         raise UnknownKindError(
             f"student kind {student!r} does not exist: pass one of {', '.join(STUDENTS)} "
             "(word: a word-level student on raw text; head: a head on the set's vectors; "
-            "encoder: a small transformer fine-tuned on the soft labels)"
+            "encoder: a small transformer fine-tuned on the soft labels; tfidf: a linear model "
+            "on TF-IDF of the whole text, for long texts)"
         )
     return KINDS[STUDENTS[student]]
 

@@ -170,6 +170,12 @@ models = Table(
     Column("parameters", Integer, nullable=True),
     Column("teacher_id", Integer, ForeignKey("teachers.teacher_id"), nullable=True),
     Column("teacher_accuracy", Float, nullable=True),
+    # TF-IDF + logistic regression on the same training and held-out rows (issue 21), or why
+    # it was not fitted (no text reachable, one class).
+    Column("baseline_accuracy", Float, nullable=True),
+    Column("baseline_macro_f1", Float, nullable=True),
+    Column("baseline_seconds", Float, nullable=True),
+    Column("baseline_skipped", Unicode(400), nullable=True),
     UniqueConstraint("head", "version"),
 )
 
@@ -323,6 +329,13 @@ def model_summary_select():
             models.c.parameters,
             teachers.c.name.label("teacher"),
             models.c.teacher_accuracy,
+            models.c.baseline_accuracy,
+            models.c.baseline_macro_f1,
+            models.c.baseline_seconds,
+            models.c.baseline_skipped,
+            case((models.c.accuracy < models.c.baseline_accuracy, 1), else_=0).label(
+                "below_baseline"
+            ),
         )
         .select_from(models)
         .join(embedding_sets, embedding_sets.c.set_id == models.c.set_id)
