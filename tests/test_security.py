@@ -142,3 +142,26 @@ def test_the_extensibility_package_is_pinned_to_the_servers_version() -> None:
     assert 'mssql-server-extensibility="${MSSQL_VERSION}"' in run
     assert "/opt/mssql/bin/checkinstallextensibility.sh" in run
     assert "mssql_satellite" in run and "/var/opt/mssql-extensibility" in run
+
+
+def test_python_runs_outside_the_heads_exclusive_lock() -> None:
+    """write_version asks Python again (heads.decide_run) with no transaction open, so the
+    head's Exclusive lock is never held while a Python process starts; it writes only when
+    the deployed version is still the one Python decided against (issue 19, point 6)."""
+    text = strip_comments_and_strings(BY_NAME["heads.write_version"].read_text())
+    decide = text.index("EXEC heads.decide_run")
+    # the transaction that saw the change is committed before Python, and a new one taken
+    before = text[:decide]
+    assert before.rindex("COMMIT TRANSACTION") > before.rindex("BEGIN TRANSACTION")
+    assert "WHILE" in before
+
+
+def test_distill_stores_soft_labels_before_the_version_transaction() -> None:
+    """The soft-label rewrite (every row of the set) is its own transaction, committed before
+    heads.write_version's short one, as the embedded host does."""
+    text = strip_comments_and_strings(BY_NAME["heads.distill"].read_text())
+    write = text.index("EXEC heads.write_version")
+    rewrite = text.index("INSERT INTO heads.soft_labels")
+    between = text[rewrite:write]
+    assert "COMMIT TRANSACTION" in between
+    assert "BEGIN TRANSACTION" not in text[write:text.index("BEGIN CATCH")]
