@@ -164,4 +164,14 @@ def test_distill_stores_soft_labels_before_the_version_transaction() -> None:
     rewrite = text.index("INSERT INTO heads.soft_labels")
     between = text[rewrite:write]
     assert "COMMIT TRANSACTION" in between
-    assert "BEGIN TRANSACTION" not in text[write:text.index("BEGIN CATCH")]
+    assert "BEGIN TRANSACTION" not in text[write : text.index("BEGIN CATCH")]
+
+
+def test_python_writers_lock_the_names_the_tsql_verbs_lock() -> None:
+    """store.applocks (Python on SQL Server) and heads.lock_resource build the same name."""
+    from sqlheads.store.applocks import lock_resource
+
+    text = BY_NAME["heads.lock_resource"].read_text()
+    assert "RETURN CONCAT(N'heads.', @kind, N':', LOWER(@name));" in text
+    assert lock_resource("set", "Reviews") == "heads.set:reviews"
+    assert lock_resource("head.use", "Sent") == "heads.head.use:sent"

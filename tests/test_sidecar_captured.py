@@ -15,8 +15,8 @@ from sqlalchemy import select, update
 
 from sqlheads import host
 from sqlheads.errors import InvalidParameterError, JobOwnerError
-from sqlheads.job_requests import cancel_job, jobs, request_embed, request_teacher
-from sqlheads.sidecar import Sidecar, SidecarOptions
+from sqlheads.sidecar.requests import cancel_job, jobs, request_embed, request_teacher
+from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
@@ -81,7 +81,7 @@ def test_a_teacher_job_finishes_after_the_callers_tables_are_dropped(reviews: St
     ran = _sidecar(reviews)
     assert [(j["job_id"], j["state"]) for j in ran["jobs"]] == [(requested["job_id"], "done")]
     result = json.loads(JobQueue(reviews).listing()["result_json"].iloc[0])
-    assert result["teacher"]["soft_labels"] == 42  # every captured row with text
+    assert result["teacher"]["soft_labels"] == 41  # every key with text ("twice" once)
     assert set(result["students"]) == {"word"}
     versions = host.models(reviews)
     assert ("sent", "word_student") in set(zip(versions["head"], versions["kind"], strict=True))

@@ -57,7 +57,7 @@ def upgrade() -> None:
         sa.Column("input_id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("job_id", sa.Integer(), nullable=False),
         sa.Column("item_key", sa.Unicode(length=KEY_LENGTH), nullable=False),
-        sa.Column("label", sa.UnicodeText(), nullable=True),
+        sa.Column("label", sa.Unicode(length=400), nullable=True),
         sa.Column("text", sa.UnicodeText(), nullable=True),
         sa.ForeignKeyConstraint(
             ["job_id"],

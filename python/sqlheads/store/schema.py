@@ -279,7 +279,7 @@ job_inputs = Table(
     Column("input_id", Integer, primary_key=True, autoincrement=True),
     Column("job_id", Integer, ForeignKey("job_queue.job_id", ondelete="CASCADE"), nullable=False),
     Column("item_key", Unicode(KEY_LENGTH), nullable=False),
-    Column("label", UnicodeText, nullable=True),  # teacher jobs: NULL for unlabelled rows
+    Column("label", Unicode(400), nullable=True),  # teacher jobs: NULL for unlabelled rows
     Column("text", UnicodeText, nullable=True),
     Index(None, "job_id", "item_key"),
 )

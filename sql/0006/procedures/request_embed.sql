@@ -91,7 +91,7 @@ BEGIN
         -- The source's rows (caller's permissions); keys in code-point order.
         CREATE TABLE #request_keys (
             item_key nvarchar(450) COLLATE Latin1_General_100_BIN2 NULL,
-            [text] nvarchar(max) COLLATE DATABASE_DEFAULT NULL
+            text nvarchar(max) COLLATE DATABASE_DEFAULT NULL
         );
         EXEC heads.stage_query
             @what = N'source', @query = @source, @columns = N'item_key,text',
@@ -166,11 +166,11 @@ BEGIN
             USER_NAME()
         FROM #request_parts AS p;
         -- Each row with the part whose [key_from, key_to) holds its key.
-        INSERT INTO heads.job_inputs (job_id, item_key, [text])
+        INSERT INTO heads.job_inputs (job_id, item_key, text)
         SELECT
             j.job_id,
             r.item_key,
-            r.[text]
+            r.text
         FROM #request_keys AS r
         INNER JOIN #request_parts AS p
             ON

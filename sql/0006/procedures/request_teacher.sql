@@ -76,11 +76,11 @@ BEGIN
         END;
         CREATE TABLE #teacher_labels (
             item_key nvarchar(450) COLLATE DATABASE_DEFAULT NULL,
-            label nvarchar(max) COLLATE DATABASE_DEFAULT NULL
+            label nvarchar(400) COLLATE DATABASE_DEFAULT NULL
         );
         CREATE TABLE #teacher_texts (
             item_key nvarchar(450) COLLATE DATABASE_DEFAULT NULL,
-            [text] nvarchar(max) COLLATE DATABASE_DEFAULT NULL
+            text nvarchar(max) COLLATE DATABASE_DEFAULT NULL
         );
         EXEC heads.stage_query
             @what = N'labels', @query = @labels, @columns = N'item_key,label',
@@ -153,12 +153,12 @@ BEGIN
         SET @job_id = SCOPE_IDENTITY();
         -- Every source row with its label (NULL: unlabelled), and labelled keys without text
         -- (the job refuses those, naming one).
-        INSERT INTO heads.job_inputs (job_id, item_key, label, [text])
+        INSERT INTO heads.job_inputs (job_id, item_key, label, text)
         SELECT
             @job_id,
             COALESCE(t.item_key, l.item_key),
             l.label,
-            t.[text]
+            t.text
         FROM #teacher_texts AS t
         FULL OUTER JOIN #teacher_labels AS l ON t.item_key = l.item_key;
         COMMIT TRANSACTION;
