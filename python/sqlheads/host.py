@@ -7,6 +7,7 @@ their own so that a process killed half-way loses at most the batch in flight.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -31,7 +32,7 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
-from sqlheads.store import migrations
+from sqlheads.store import job_inputs, migrations
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -203,6 +204,15 @@ def check_embedding_set(
     return embedding_set
 
 
+def _refuse_a_dropped_set(store: Store, embedding_set: EmbeddingSet) -> None:
+    found = store.find_set(embedding_set.name)
+    if found is None or found.set_id != embedding_set.set_id:
+        raise NotFoundError(
+            f"set {embedding_set.name!r} was dropped while this embed ran: nothing more is "
+            "written to it; embed again to make it anew"
+        )
+
+
 def _find_or_add_set(store: Store, name: str, chosen: Encoder, long_text: str) -> EmbeddingSet:
     """The set, created now unless another embed part created it a moment ago."""
     try:
@@ -274,6 +284,7 @@ def embed(
         threads=threads,
         progress=progress,
         stage=stage,
+        lock_batches=False,  # this whole run holds the set's lock already
     )
 
 
@@ -291,12 +302,19 @@ def embed_rows(
     stage: Stage | None = None,
     keys: Callable[[str], bool] | None = None,
     model: Any | None = None,
+    captured_job_id: int | None = None,
+    lock_batches: bool = True,
 ) -> dict[str, Any]:
     """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds only
     the source rows whose key ``keys`` accepts (its key range; parts' ranges are disjoint, so
     their batches never write the same rows), with ``model`` (an object with the
     ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX graph
-    when given. Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
+    when given. With ``captured_job_id`` the rows are those the job's request captured
+    (:mod:`sqlheads.store.job_inputs`): ``source`` is then only recorded as the set's source
+    query, never run (issue 19). Each batch is written holding the set's lock (Shared on SQL
+    Server, the name heads.embed and heads.drop_set lock: issue 19, point 3), so a drop of the
+    set waits for the batch, and a set dropped between two batches is not written to or made
+    again (50001). Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
     # The same bounds and spellings as heads.embed: both read procedures.SETTINGS.
@@ -309,16 +327,28 @@ def embed_rows(
         chosen = store.encoder(embedding_set.encoder_id)
     # The source's first rows come before anything is written: a query that fails or lacks a
     # column is refused with no set created and no encoder registered.
-    chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+    if captured_job_id is None:
+        chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+        duplicated = store.duplicate_keys(source)
+    else:
+        chunks = job_inputs.read_chunks(
+            store, captured_job_id, batch_rows, columns=procedures.EMBED_INPUT
+        )
+        duplicated = job_inputs.duplicate_keys(store, captured_job_id)
     first = next(chunks, None)
-    duplicated = store.duplicate_keys(source)
     if embedding_set is None:
         if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
             stage("exporting the encoder to ONNX (first use only)")
         chosen = resolve_encoder(store, encoder)
     if stage is not None:
         stage(f"embedding {set_name}")
-    total = store.count_query(source) if progress is not None else None
+    total = None
+    if progress is not None:
+        total = (
+            store.count_query(source)
+            if captured_job_id is None
+            else job_inputs.count(store, captured_job_id)
+        )
     counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
     arguments = _encoder_arguments(store, chosen)
 
@@ -336,9 +366,17 @@ def embed_rows(
             **arguments,
         )
         arguments = {"encoder_sha256": chosen.sha256}  # cached from now on
-        if embedding_set is None:  # created with its first batch, never empty after a refusal
-            embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
-        store.write_embed_batch(embedding_set.set_id, output)
+        held = (
+            store.lock("set", set_name, LOCK_TIMEOUT_MS, SET_BUSY, shared=True)
+            if lock_batches
+            else contextlib.nullcontext()
+        )
+        with held:
+            if embedding_set is None:  # created with its first batch, never empty if refused
+                embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
+            else:
+                _refuse_a_dropped_set(store, embedding_set)
+            store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
         rejected_rows = int(rows["item_key"].isin(rejected).sum())
         embedded = len(output) - len(rejected)
@@ -500,11 +538,11 @@ def distill(
     *,
     head: str,
     set_name: str,
-    labels: str,
+    labels: str | pd.DataFrame,
     student: str = "word",
     soft_labels: str | None = None,
     teacher: str | None = None,
-    source: str | None = None,
+    source: str | dict[str, Any] | None = None,
     transfer: str | None = None,
     deploy: str = "if-better",
     threads: int | None = None,
@@ -516,14 +554,16 @@ def distill(
     class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
     earlier (``teacher`` alone). A word student reads the rows' text through ``source``, or the
     set's own last source query; a head student reads the set's vectors. ``transfer`` (a SELECT
-    returning ``item_key``) restricts the rows distilled on.
+    returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows it
+    captured at request time instead of queries: ``labels`` as a frame (``item_key``,
+    ``label``) and ``source`` as texts by key; it runs no caller's query (issue 19).
     """
     started = time.perf_counter()
     validate_name("head", head)
     kind = student_kind(student)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
-    labelled = read_labels(store, labels)
+    labelled = labels if isinstance(labels, pd.DataFrame) else read_labels(store, labels)
     if soft_labels is not None:
         suffix = procedures.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
@@ -559,7 +599,11 @@ def distill(
     arguments: dict[str, Any] = {"dim": set_encoder.dim}
     no_text = ""
     if kind.reads == "text":
-        texts = read_texts(store, text_source(embedding_set, source))
+        texts = (
+            source
+            if isinstance(source, dict)
+            else read_texts(store, text_source(embedding_set, source))
+        )
         frame["text"] = frame["item_key"].map(texts)
         onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
         arguments |= {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}

@@ -468,11 +468,23 @@ def soft_labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _flat_json(row: dict, prefix: str = "") -> dict:
+    """``FOR JSON PATH`` nests a column named ``very.good`` as ``{"very": {"good": ...}}``;
+    the dotted name is the class, so the path is joined back (issue 19, point 6)."""
+    flat: dict = {}
+    for name, value in row.items():
+        if isinstance(value, dict):
+            flat.update(_flat_json(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
 def soft_labels(input_data: pd.DataFrame) -> pd.DataFrame:
     """SQL Server's door to :func:`soft_labels_frame`: each row arrives as JSON (``FOR JSON``
     keeps the caller's column order and leaves out NULLs, which are refused as such)."""
     _require_columns(input_data, SOFT_LABELS_INPUT, "soft labels")
-    rows = [json.loads(text) for text in input_data["row_json"]]
+    rows = [_flat_json(json.loads(text)) for text in input_data["row_json"]]
     columns = list(dict.fromkeys(name for row in rows for name in row))
     return soft_labels_frame(pd.DataFrame(rows, columns=columns))
 
@@ -518,7 +530,7 @@ def distill(
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
-    _check_policy(deploy)
+    deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
     default_epochs, default_lr = kinds.DISTILL_DEFAULTS[kind.name]
     distill_params = DistillParams(
         temperature=temperature,

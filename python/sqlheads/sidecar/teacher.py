@@ -29,7 +29,8 @@ from sqlheads.errors import (
     UnknownKindError,
 )
 from sqlheads.sidecar.progress import JobProgress  # contract 2
-from sqlheads.store.repository import Store, validate_name
+from sqlheads.store import job_inputs
+from sqlheads.store.repository import HEAD_BUSY, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 
 STUDENTS = ("encoder", "word")
@@ -109,6 +110,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
 def run_teacher(
     store: Store,
     *,
+    job_id: int,
     head: str,
     set_name: str,
     device,
@@ -117,7 +119,8 @@ def run_teacher(
     **parameters: Any,
 ) -> dict[str, Any]:
     """Fine-tune, store the teacher version, its soft labels, then each student; the summary
-    (JSON-serialisable) that becomes the job's result_json."""
+    (JSON-serialisable) that becomes the job's result_json. The labels and texts are the rows
+    the request captured (:mod:`sqlheads.store.job_inputs`): no caller's query runs here."""
     from sqlheads.engine.evaluation import classification_metrics, stratified_split
     from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
     from sqlheads.store.vectors import pack_rows
@@ -136,12 +139,9 @@ def run_teacher(
     work_dir.mkdir(parents=True, exist_ok=True)
     stages = _Stages(work_dir / STAGES)
 
-    source = host.text_source(embedding_set, request["source"])
-    labelled = host.read_labels(store, request["labels"])
-    procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
+    labelled, texts = job_inputs.labels_and_texts(store, job_id)
     # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
-    labelled = labelled[procedures.present(labelled["label"], "text")]
-    texts = host.read_texts(store, source)
+    labelled = labelled[procedures.present(labelled["label"], "text")].reset_index(drop=True)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
     if not keys:
@@ -194,20 +194,25 @@ def run_teacher(
             "blob_bytes": len(graph.to_bytes()),
         }
         teacher_head = teacher_name  # <head>_teacher: a head of its own, never the analysts'
-        deployed = store.deployed_model(teacher_head)
-        version = host.record_version(
-            store,
-            teacher_head,
-            embedding_set,
-            set_encoder,
-            pd.Series(
-                _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
-                | {"seconds": time.perf_counter() - started}
-            ),
-            request["deploy"],
-            deployed,
-            {},
-        )
+        # Under the head's lock, the name heads.write_version takes on SQL Server: the version
+        # number cannot race another writer's (issue 19, point 3).
+        with store.lock("head", teacher_head, host.LOCK_TIMEOUT_MS, HEAD_BUSY):
+            deployed = store.deployed_model(teacher_head)
+            version = host.record_version(
+                store,
+                teacher_head,
+                embedding_set,
+                set_encoder,
+                pd.Series(
+                    _version_row(
+                        teacher, graph, metrics, request, (train_rows, test_rows), deployed
+                    )
+                    | {"seconds": time.perf_counter() - started}
+                ),
+                request["deploy"],
+                deployed,
+                {},
+            )
         stored = store_soft_labels(
             store,
             teacher_name,
@@ -248,10 +253,10 @@ def run_teacher(
                 store,
                 head=head,
                 set_name=set_name,
-                labels=request["labels"],
+                labels=labelled,  # the captured rows, not the caller's queries
                 student=student,
                 teacher=teacher_name,
-                source=source,
+                source=texts,
                 deploy=request["deploy"],
                 seed=request["seed"],
                 test_fraction=request["test_fraction"],

@@ -2,9 +2,11 @@
 -- row of #version (sqlheads.procedures.TRAIN_OUTPUT, plus teacher_accuracy for a student)
 -- that the caller filled from Python; under the head's Exclusive lock it numbers the version,
 -- inserts the model and, as Python decided, its deployment. If another session deployed a
--- version while Python worked, Python decides again against that one (heads.decide_run).
+-- version while Python worked, Python decides again against that one (heads.decide_run), with
+-- no transaction open: the lock is given up while a Python process starts, then taken again
+-- and the write goes ahead only if the deployed version is still the one decided against
+-- (revision 0006, issue 19 point 6). Called with no transaction open (train, distill).
 -- The TF-IDF baseline's figures, or why it was skipped, come from metrics_json (issue 21).
--- Opens its own transaction (nested in the caller's, if the caller has one open).
 -- Errors: 50012, 50016.
 CREATE OR ALTER PROCEDURE heads.write_version
     @head nvarchar(128),
@@ -26,35 +28,44 @@ BEGIN
     DECLARE @reason nvarchar(200);
     DECLARE @error_number int = 0;
     DECLARE @error_message nvarchar(2048);
+    DECLARE @decided_against int = @deployed_model_id;
     SELECT
         @deployed = v.deploy,
         @reason = v.deploy_reason
     FROM #version AS v;
-    BEGIN TRANSACTION;
-    EXEC heads.take_lock
-        @kind = N'head', @name = @head, @mode = N'Exclusive', @owner = N'Transaction',
-        @timeout_ms = @lock_timeout_ms;
-    SELECT TOP (1) @now_deployed_model_id = d.model_id
-    FROM heads.deployments AS d
-    WHERE d.head = @head
-    ORDER BY d.deployment_id DESC;
-    IF EXISTS (
-        SELECT @now_deployed_model_id
-        EXCEPT
-        SELECT @deployed_model_id
-    )
+    CREATE TABLE #decide (new_macro_f1 float NOT NULL, deployed_macro_f1 float NULL);
+    CREATE TABLE #decided (deploy bit NOT NULL, deploy_reason nvarchar(200) NOT NULL);
+    WHILE 1 = 1
     BEGIN
-        -- Another session deployed a version meanwhile: ask Python again.
+        BEGIN TRANSACTION;
+        EXEC heads.take_lock
+            @kind = N'head', @name = @head, @mode = N'Exclusive', @owner = N'Transaction',
+            @timeout_ms = @lock_timeout_ms;
+        SET @now_deployed_model_id = NULL;
+        SELECT TOP (1) @now_deployed_model_id = d.model_id
+        FROM heads.deployments AS d
+        WHERE d.head = @head
+        ORDER BY d.deployment_id DESC;
+        IF NOT EXISTS (
+            SELECT @now_deployed_model_id
+            EXCEPT
+            SELECT @decided_against
+        )
+            BREAK;  -- decided against the version deployed now: write, still under the lock
+        -- Another session deployed a version meanwhile: give the lock up, ask Python again.
+        COMMIT TRANSACTION;
+        SET @decided_against = @now_deployed_model_id;
+        SET @deployed_macro_f1 = NULL;
         SELECT @deployed_macro_f1 = m.macro_f1
         FROM heads.models AS m
-        WHERE m.model_id = @now_deployed_model_id;
-        CREATE TABLE #decide (new_macro_f1 float NOT NULL, deployed_macro_f1 float NULL);
+        WHERE m.model_id = @decided_against;
+        DELETE FROM #decide;
         INSERT INTO #decide (new_macro_f1, deployed_macro_f1)
         SELECT
             v.macro_f1,
             @deployed_macro_f1
         FROM #version AS v;
-        CREATE TABLE #decided (deploy bit NOT NULL, deploy_reason nvarchar(200) NOT NULL);
+        DELETE FROM #decided;
         INSERT INTO #decided (deploy, deploy_reason)
         EXEC heads.decide_run
             @deploy = @deploy,
