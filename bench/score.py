@@ -32,7 +32,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlalchemy import delete
 
     from bench.common import seeded_subsample
-    from sqlheads import datasets, host, procedures
+    from sqlheads import datasets, encoders, host, procedures
     from sqlheads.store import schema
     from sqlheads.store.repository import Store
 
@@ -43,7 +43,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     with tempfile.TemporaryDirectory(prefix="sqlheads-bench-score-") as tmp:
         store = Store.from_url(f"sqlite:///{tmp}/score.db")
         host.init(store)
-        encoder = host.register_encoder(store)
+        encoder = encoders.register_encoder(store)
         embedding_set = store.add_set(SET, encoder.encoder_id, "window")
         keys = [f"r{i:07d}" for i in range(len(reviews))]
         pd.DataFrame({"item_key": keys, "label": reviews["label"]}).to_sql(

@@ -2,7 +2,8 @@
 -- one table of what it found. Run it as a sysadmin in the sqlheads database after the
 -- migrations and `register-encoder` (the compose stack's migrate service does both):
 --   sqlcmd -C -S localhost -U sa -P "$MSSQL_SA_PASSWORD" -d sqlheads -i docker/smoke.sql
--- It creates a user without login, a table and a set named sqlheads_smoke*, and drops them.
+-- It creates a user without login, tables, sets and a head named sqlheads_smoke*, and drops
+-- them. Section 6 waits up to two minutes for the compose stack's sidecar.
 SET NOCOUNT ON;
 IF OBJECT_ID(N'tempdb..#smoke') IS NOT NULL DROP TABLE #smoke;
 CREATE TABLE #smoke (
@@ -198,7 +199,102 @@ BEGIN CATCH
     VALUES (N'own Python as a heads_analyst', CONCAT(N'refused, as it should be: ', ERROR_NUMBER()));
 END CATCH;
 
+-- 6. Request -> sidecar -> predict as the analyst (issue 19). The request captures the rows
+--    with the analyst's permissions; the analyst's table is dropped at once, and the sidecar
+--    (compose profile `sidecar`) still embeds them: it runs no caller's query. Without a
+--    sidecar the job stays queued: reported as skipped after two minutes.
+IF OBJECT_ID(N'dbo.sqlheads_smoke_sidecar_rows') IS NULL
+    CREATE TABLE dbo.sqlheads_smoke_sidecar_rows (
+        item_key int PRIMARY KEY, body nvarchar(200) NOT NULL, quality nvarchar(20) NOT NULL
+    );
+DELETE FROM dbo.sqlheads_smoke_sidecar_rows;
+INSERT INTO dbo.sqlheads_smoke_sidecar_rows (item_key, body, quality)
+SELECT
+    n.number,
+    IIF(n.number % 2 = 0, N'a moving, funny and wise film', N'dull, slow and far too long'),
+    IIF(n.number % 2 = 0, N'good', N'bad')
+FROM (
+    SELECT TOP (40) ROW_NUMBER() OVER (ORDER BY o.object_id) AS number FROM sys.all_objects AS o
+) AS n;
+GRANT SELECT ON OBJECT::dbo.sqlheads_smoke_sidecar_rows TO sqlheads_smoke_analyst;
+DECLARE @smoke_job int;
+DECLARE @smoke_state varchar(16);
+DECLARE @smoke_waited int = 0;
+CREATE TABLE #smoke_request (
+    [set] nvarchar(128), group_id int, first_job_id int, parts int, [rows] int,
+    encoder nvarchar(128), engine varchar(16)
+);
+BEGIN TRY
+    INSERT INTO #smoke_request
+    EXEC sys.sp_executesql N'
+        EXECUTE AS USER = N''sqlheads_smoke_analyst'';
+        EXEC heads.request_embed
+            @set = N''sqlheads_smoke_sidecar'',
+            @source = N''SELECT item_key, body AS text FROM dbo.sqlheads_smoke_sidecar_rows'';
+        REVERT;';
+    SELECT @smoke_job = r.first_job_id FROM #smoke_request AS r;
+    DROP TABLE dbo.sqlheads_smoke_sidecar_rows;  -- the caller's table is gone; the job is not
+    WHILE @smoke_waited < 120
+    BEGIN
+        SELECT @smoke_state = q.state FROM heads.job_queue AS q WHERE q.job_id = @smoke_job;
+        IF @smoke_state IN ('done', 'failed', 'cancelled') BREAK;
+        WAITFOR DELAY '00:00:02';
+        SET @smoke_waited += 2;
+    END;
+    IF @smoke_state = 'queued'
+    BEGIN
+        INSERT INTO #smoke (question, found)
+        VALUES (
+            N'request -> sidecar -> predict as a heads_analyst',
+            N'skipped: no sidecar claimed the job in 120 s (compose profile sidecar)'
+        );
+        EXEC heads.cancel_job @job_id = @smoke_job;
+    END;
+    ELSE IF @smoke_state <> 'done'
+        INSERT INTO #smoke (question, found)
+        SELECT
+            N'request -> sidecar -> predict as a heads_analyst',
+            CONCAT(N'FAILED: the job is ', q.state, N': ', q.error_number, N' ', q.error)
+        FROM heads.job_queue AS q
+        WHERE q.job_id = @smoke_job;
+    ELSE
+    BEGIN
+        -- Labels from a query that needs no table (the analyst's table is gone).
+        EXEC sys.sp_executesql N'
+            EXECUTE AS USER = N''sqlheads_smoke_analyst'';
+            EXEC heads.train
+                @head = N''sqlheads_smoke_head'',
+                @set = N''sqlheads_smoke_sidecar'',
+                @labels = N''SELECT n.k AS item_key, IIF(n.k % 2 = 0, Ngood, Nbad)
+                    AS label FROM (SELECT TOP (40) ROW_NUMBER() OVER (ORDER BY o.object_id) AS k
+                    FROM sys.all_objects AS o) AS n'',
+                @deploy = ''always'',
+                @progress = 0;
+            EXEC heads.predict
+                @head = N''sqlheads_smoke_head'', @set = N''sqlheads_smoke_sidecar'', @progress = 0;
+            REVERT;';
+        INSERT INTO #smoke (question, found)
+        SELECT
+            N'request -> sidecar -> predict as a heads_analyst',
+            CONCAT(N'ran: ', COUNT(*), N' predictions of rows the sidecar embedded')
+        FROM heads.latest_predictions AS p
+        WHERE p.head = N'sqlheads_smoke_head';
+    END;
+END TRY
+BEGIN CATCH
+    INSERT INTO #smoke (question, found)
+    VALUES (
+        N'request -> sidecar -> predict as a heads_analyst',
+        CONCAT(N'FAILED: ', ERROR_NUMBER(), N' ', ERROR_MESSAGE())
+    );
+END CATCH;
+
 -- Clean up, then the answers.
+IF EXISTS (SELECT 1 FROM heads.models AS m WHERE m.head = N'sqlheads_smoke_head')
+    EXEC heads.drop_head @head = N'sqlheads_smoke_head';
+IF EXISTS (SELECT 1 FROM heads.embedding_sets AS s WHERE s.name = N'sqlheads_smoke_sidecar')
+    EXEC heads.drop_set @set = N'sqlheads_smoke_sidecar', @progress = 0;
+DROP TABLE IF EXISTS dbo.sqlheads_smoke_sidecar_rows;
 IF EXISTS (SELECT 1 FROM heads.embedding_sets AS s WHERE s.name = N'sqlheads_smoke')
     EXEC heads.drop_set @set = N'sqlheads_smoke', @progress = 0;
 DROP TABLE dbo.sqlheads_smoke_rows;

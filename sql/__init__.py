@@ -16,8 +16,9 @@ grammar and sqlfluff check every version of every object.
   (:func:`object_files`).
 
 A role file states the role's whole grant list: before it runs, every permission the role holds
-on the database and the ``heads`` schema's objects is revoked, so that a permission a later
-revision leaves out is really gone (and a downgrade gets back exactly the earlier grants).
+on the ``heads`` schema and its objects (and the database permissions role files grant) is
+revoked, so that a permission a later revision leaves out is really gone (and a downgrade gets
+back exactly the earlier grants). A DBA's grants in other schemas are left alone.
 
 To add a procedure in a later revision (say ``0004`` adds ``heads.distill``): put
 ``sql/0004/procedures/distill.sql`` (and a new full copy of any role file whose grants change,
@@ -148,36 +149,53 @@ def signs(revision: str) -> bool:
 
 # -- migration steps ---------------------------------------------------------------------------
 
-# Revoke every permission a role holds in this database before its file grants the full list.
-# Names come from the catalog and are QUOTENAME'd; ROLE_NAME is one of sql/*/roles/, never a
-# caller's value.
+# Revoke every permission a role holds on the heads schema and its objects (and the database
+# permissions some role file grants) before its file grants the full list; a DBA's grant in
+# another schema (GRANT SELECT ON dbo.reviews TO heads_sidecar) is not ours to take back (issue
+# 19, point 4). Names come from the catalog and are QUOTENAME'd; ROLE_NAME is one of
+# sql/*/roles/, never a caller's value. Lists are built by STRING_AGG: Microsoft documents that
+# SELECT @v = @v + ... over rows can return a partial list.
 REVOKE_ROLE = """
-DECLARE @revoke nvarchar(max) = N'';
-SELECT @revoke = @revoke + N'REVOKE ' + p.permission_name COLLATE DATABASE_DEFAULT
-    + CASE
-        WHEN p.class = 1
-            THEN N' ON OBJECT::' + QUOTENAME(OBJECT_SCHEMA_NAME(p.major_id)) + N'.'
-                + QUOTENAME(OBJECT_NAME(p.major_id))
-        WHEN p.class = 3 THEN N' ON SCHEMA::' + QUOTENAME(SCHEMA_NAME(p.major_id))
-        ELSE N''
-    END
-    + N' FROM ' + QUOTENAME(r.name) + N'; '
+DECLARE @revoke nvarchar(max);
+SELECT
+    @revoke = STRING_AGG(
+        CONVERT(nvarchar(max), N'REVOKE ' + p.permission_name COLLATE DATABASE_DEFAULT
+            + CASE
+                WHEN p.class = 1
+                    THEN N' ON OBJECT::' + QUOTENAME(OBJECT_SCHEMA_NAME(p.major_id)) + N'.'
+                        + QUOTENAME(OBJECT_NAME(p.major_id))
+                WHEN p.class = 3 THEN N' ON SCHEMA::' + QUOTENAME(SCHEMA_NAME(p.major_id))
+                ELSE N''
+            END
+            + N' FROM ' + QUOTENAME(r.name) + N';'),
+        N' '
+    )
 FROM sys.database_permissions AS p
 INNER JOIN sys.database_principals AS r ON p.grantee_principal_id = r.principal_id
-WHERE r.name = N'ROLE_NAME' AND p.class IN (0, 1, 3) AND p.permission_name <> N'CONNECT';
-EXEC sys.sp_executesql @revoke
+WHERE
+    r.name = N'ROLE_NAME'
+    AND (
+        (p.class = 1 AND OBJECT_SCHEMA_NAME(p.major_id) = N'heads')
+        OR (p.class = 3 AND SCHEMA_NAME(p.major_id) = N'heads')
+        OR (p.class = 0 AND p.permission_name IN (N'EXECUTE ANY EXTERNAL SCRIPT'))
+    );
+IF @revoke IS NOT NULL EXEC sys.sp_executesql @revoke
 """
 
 # Dropping a role needs its members removed first (same rules as above).
 DROP_ROLE = """
-DECLARE @drop_members nvarchar(max) = N'';
-SELECT @drop_members = @drop_members + N'ALTER ROLE ' + QUOTENAME(r.name)
-    + N' DROP MEMBER ' + QUOTENAME(m.name) + N'; '
+DECLARE @drop_members nvarchar(max);
+SELECT
+    @drop_members = STRING_AGG(
+        CONVERT(nvarchar(max), N'ALTER ROLE ' + QUOTENAME(r.name)
+            + N' DROP MEMBER ' + QUOTENAME(m.name) + N';'),
+        N' '
+    )
 FROM sys.database_role_members AS rm
 INNER JOIN sys.database_principals AS r ON rm.role_principal_id = r.principal_id
 INNER JOIN sys.database_principals AS m ON rm.member_principal_id = m.principal_id
 WHERE r.name = N'ROLE_NAME';
-EXEC sys.sp_executesql @drop_members;
+IF @drop_members IS NOT NULL EXEC sys.sp_executesql @drop_members;
 IF DATABASE_PRINCIPAL_ID(N'ROLE_NAME') IS NOT NULL DROP ROLE ROLE_NAME
 """
 
@@ -220,7 +238,7 @@ def object_downgrade_batches(revision: str) -> list[str]:
 
 
 def settings_batch(settings: dict) -> str:
-    """Rewrite ``heads.settings`` from Python's :data:`sqlheads.procedures.SETTINGS`."""
+    """Rewrite ``heads.settings`` from Python's :data:`sqlheads.settings.SETTINGS`."""
 
     def literal(value: object) -> str:
         if value is None:

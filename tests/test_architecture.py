@@ -21,7 +21,9 @@ LAYERS = {
     "sqlheads.sidecar": 4,
     "sqlheads.report": 4,
     "sqlheads.demo": 4,
-    "sqlheads.rows": 3,  # what host and sidecar read through callers' queries
+    "sqlheads.caller_rows": 3,  # what host and sidecar read through callers' queries
+    "sqlheads.encoders": 3,  # register, list and resolve encoders
+    "sqlheads.baselines": 3,  # the host's side of the TF-IDF baseline
     "sqlheads.procedures": 2,
     "sqlheads.settings": 1,
     "sqlheads.sqlserver": 1,

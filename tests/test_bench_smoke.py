@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench/
 
@@ -71,3 +72,17 @@ def test_a_section_replaces_its_own_part_and_keeps_the_others(tmp_path: Path):
 def test_the_command_line_refuses_an_unknown_benchmark():
     with pytest.raises(SystemExit):
         main(["nonsense"])
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="needs a CUDA GPU: the defect is in a CUDA-only branch (first seen on an H100)",
+)
+def test_peak_gpu_memory_resets_in_a_process_that_has_not_touched_cuda_yet():
+    import subprocess
+
+    # A fresh process: resetting the statistics before any allocation was "Invalid device
+    # argument", and crashed `python -m bench sidecar` at once.
+    code = "import torch; from bench.sidecar import reset_peak_memory as r; r(torch.device('cuda'))"
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, timeout=300)

@@ -194,7 +194,7 @@ def test_models_fits_80_columns_and_wide_shows_the_rest(embedded):
     assert narrow.exit_code == 0, narrow.output
     assert "…" not in narrow.output and "review_sentiment" in narrow.output
     assert max(map(len, narrow.output.splitlines())) <= 80
-    wide = runner.invoke(app, ["--url", url, "models", "--wide"], env={"COLUMNS": "250"})
+    wide = runner.invoke(app, ["--url", url, "models", "--wide"], env={"COLUMNS": "400"})
     assert "encoder_name" in wide.output and "all-MiniLM-L6-v2-int8" in wide.output
 
 

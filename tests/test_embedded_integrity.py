@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select, text
 
-from sqlheads import host, procedures
+from sqlheads import host, procedures, settings
 from sqlheads.errors import QueryNotAllowedError, QueryShapeError, SqlheadsError
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
@@ -218,12 +218,12 @@ def test_dropping_a_set_while_another_process_embeds_it_is_refused(embedded: Sto
 
 
 def test_if_better_needs_a_real_gain():
-    assert procedures.decide_deploy("if-better", 0.78, None)
-    assert not procedures.decide_deploy("if-better", 0.7825, 0.7825)  # equal is not better
-    assert not procedures.decide_deploy("if-better", 0.7830, 0.7825)  # noise is not better
-    assert procedures.decide_deploy("if-better", 0.7835, 0.7825)  # a tenth of a point is
-    assert procedures.decide_deploy("always", 0.5, 0.9)
-    assert not procedures.decide_deploy("never", 0.9, 0.5)
+    assert settings.decide_deploy("if-better", 0.78, None)
+    assert not settings.decide_deploy("if-better", 0.7825, 0.7825)  # equal is not better
+    assert not settings.decide_deploy("if-better", 0.7830, 0.7825)  # noise is not better
+    assert settings.decide_deploy("if-better", 0.7835, 0.7825)  # a tenth of a point is
+    assert settings.decide_deploy("always", 0.5, 0.9)
+    assert not settings.decide_deploy("never", 0.9, 0.5)
 
 
 def _predictions_by_version(store: Store) -> dict[int, int]:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select, text
 
-from sqlheads import host
+from sqlheads import encoders, host
 from sqlheads.errors import (
     EncoderMismatchError,
     InvalidNameError,
@@ -142,7 +142,7 @@ def test_bad_embed_requests_are_refused_and_write_nothing(store, rt_sample, kwar
 
 
 def test_a_set_keeps_its_encoder(embedded: Store):
-    host.register_encoder(embedded, name="minilm-fp32", quantization="none")
+    encoders.register_encoder(embedded, name="minilm-fp32", quantization="none")
     with pytest.raises(EncoderMismatchError, match="cannot share a set"):
         host.embed(
             embedded,
@@ -156,7 +156,7 @@ def test_killed_embed_loses_at_most_a_batch_and_resumes_without_duplicates(tmp_p
     url = f"sqlite:///{tmp_path / 'kill.db'}"
     store = Store.from_url(url)
     host.init(store)
-    host.register_encoder(store)  # export before the clock starts
+    encoders.register_encoder(store)  # export before the clock starts
     from sqlheads import datasets
 
     rows = datasets.rotten_tomatoes().head(3000)

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from transformers import GPT2Config, RobertaConfig, RobertaModel, XLMRobertaConfig
 
-from sqlheads import host
+from sqlheads import encoders, host
 from sqlheads.engine import catalog, export
 from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
 from sqlheads.errors import (
@@ -142,21 +142,21 @@ def test_families_the_exporter_does_not_handle_are_refused(tmp_path):
 
 def test_catalogue_names_and_installs_are_checked(store, monkeypatch):
     with pytest.raises(NotFoundError, match="not in the catalogue"):
-        host.register_encoder(store, model="no-such-encoder")
+        encoders.register_encoder(store, model="no-such-encoder")
     with pytest.raises(InvalidParameterError, match="not both"):
-        host.register_encoder(store, model="all-MiniLM-L6-v2", model_dir="/tmp")
+        encoders.register_encoder(store, model="all-MiniLM-L6-v2", model_dir="/tmp")
     missing = catalog.CatalogEncoder(
         **{**MPNET.__dict__, "name": "missing", "packages": ("no-such-package-here",)}
     )
     monkeypatch.setitem(catalog.CATALOG, "missing", missing)
     with pytest.raises(EncoderNotInstalledError, match="pip install") as refused:
-        host.register_encoder(store, model="missing")
+        encoders.register_encoder(store, model="missing")
     assert refused.value.number == 50041
 
 
 def test_encoders_lists_the_catalogue_and_what_is_registered(store):
-    host.register_encoder(store)
-    listing = host.encoders(store)
+    encoders.register_encoder(store)
+    listing = encoders.encoders(store)
     by_model = {e["model"]: e for e in listing["catalogue"]}
     assert set(by_model) == set(catalog.CATALOG)
     minilm = by_model["all-MiniLM-L6-v2"]

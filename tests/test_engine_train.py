@@ -12,7 +12,7 @@ import pytest
 import torch
 from sqlalchemy import func, select, text, update
 
-from sqlheads import host, procedures
+from sqlheads import encoders, host, procedures
 from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
 from sqlheads.errors import (
     DimensionMismatchError,
@@ -129,7 +129,7 @@ def test_missing_set_head_and_bad_names(embedded):
 
 
 def test_encoder_mismatches_are_refused(embedded):
-    host.register_encoder(embedded, name="minilm-fp32", quantization="none")
+    encoders.register_encoder(embedded, name="minilm-fp32", quantization="none")
     with pytest.raises(EncoderMismatchError, match="holds vectors of encoder"):
         _train(embedded, encoder="minilm-fp32")
     _train(embedded)

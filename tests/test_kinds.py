@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sqlheads import host
+from sqlheads import encoders, host
 from sqlheads.engine import kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.text_classifier import PARITY_TOLERANCE
@@ -53,7 +53,7 @@ def fit_head(rows: pd.DataFrame, tmp_path):
 def fit_word_student(rows: pd.DataFrame, tmp_path):
     store = Store.from_url(f"sqlite:///{tmp_path / 'heads.db'}")
     host.init(store)
-    encoder = host.register_encoder(store)
+    encoder = encoders.register_encoder(store)
     onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
     texts = rows["text"].tolist()
     model = _distilled(
@@ -68,6 +68,11 @@ def fit_encoder_student(rows: pd.DataFrame, tmp_path):
         kinds.KINDS["encoder_student"], texts, rows, max_length=32, max_steps=2, device="cpu"
     )
     return model, texts
+
+
+def fit_tfidf_student(rows: pd.DataFrame, tmp_path):
+    texts = rows["text"].tolist()
+    return _distilled(kinds.KINDS["tfidf_student"], texts, rows), texts
 
 
 def fit_teacher(rows: pd.DataFrame, tmp_path):
@@ -86,6 +91,7 @@ FITTERS: dict[str, Callable] = {
     "head": fit_head,
     "word_student": fit_word_student,
     "encoder_student": fit_encoder_student,
+    "tfidf_student": fit_tfidf_student,
     "teacher": fit_teacher,
 }
 

@@ -12,10 +12,10 @@ import time
 
 import pandas as pd
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-from sqlheads import host
+from sqlheads import encoders, host
 from sqlheads.cli import app
 from sqlheads.errors import DeviceUnavailableError, JobStateError
 from sqlheads.sidecar.requests import cancel_job, jobs, request_embed
@@ -206,13 +206,13 @@ def test_cancel_of_a_queued_job(reviews: Store) -> None:
 
 def test_a_failing_job_records_its_error_and_retries(reviews: Store) -> None:
     request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
-    with reviews.engine.begin() as c:
-        c.exec_driver_sql("DROP TABLE reviews")  # the source query now fails
+    with reviews.engine.begin() as c:  # a parameter the job refuses on every attempt
+        c.execute(update(s.job_queue).values(parameters_json='{"source": "", "engine": "gpu"}'))
     ran = _sidecar(reviews)
     assert [j["state"] for j in ran["jobs"]] == ["queued", "queued", "failed"]
     row = JobQueue(reviews).listing().iloc[0]
-    assert (row.state, row.attempts, row.error_number) == ("failed", 3, 50003)
-    assert "no such table: reviews" in row.error
+    assert (row.state, row.attempts, row.error_number) == ("failed", 3, 50012)
+    assert "embed.engine 'gpu'" in row.error
 
 
 def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
@@ -220,8 +220,8 @@ def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
 ) -> None:
     """A retried job finds its checkpoints again; a finished one leaves no files behind."""
     request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
-    with reviews.engine.begin() as c:
-        c.exec_driver_sql("DROP TABLE reviews")  # the source query now fails
+    with reviews.engine.begin() as c:  # a parameter the job refuses on every attempt
+        c.execute(update(s.job_queue).values(parameters_json='{"source": "", "engine": "gpu"}'))
     sidecar = Sidecar(reviews, SidecarOptions(device="cpu", worker="test:1", work_root=tmp_path))
     states = []
     while (job := sidecar.queue.claim("test:1")) is not None:
@@ -268,7 +268,7 @@ def test_request_teacher_refuses_a_missing_set_or_text(reviews: Store) -> None:
     with pytest.raises(NotFoundError) as missing:
         request_teacher(reviews, head="h", set_name="nowhere", labels=labels)
     assert missing.value.number == 50001
-    reviews.add_set("textless", host.resolve_encoder(reviews, None).encoder_id, "window")
+    reviews.add_set("textless", encoders.resolve_encoder(reviews, None).encoder_id, "window")
     with pytest.raises(MissingTextError) as textless:
         request_teacher(reviews, head="h", set_name="textless", labels=labels)
     assert textless.value.number == 50024

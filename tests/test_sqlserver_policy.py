@@ -353,6 +353,7 @@ def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes() -> None
         tables.setdefault(target, set()).add(verb)
     assert tables == {
         "job_queue": {"SELECT", "UPDATE"},
+        "job_inputs": {"SELECT", "DELETE"},  # what each request captured (issue 19)
         "encoders": {"SELECT"},
         "settings": {"SELECT"},
         "embedding_sets": {"SELECT", "INSERT", "UPDATE"},

@@ -289,13 +289,13 @@ def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
 @pytest.mark.slow
 def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     """The bytes are sent once (50009 retry), then the server-side cache answers by sha256."""
-    from sqlheads import host
+    from sqlheads import encoders, host
     from sqlheads.engine import encoder as encoder_module
     from sqlheads.store.repository import Store
 
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     host.init(store)
-    encoder = host.register_encoder(store)
+    encoder = encoders.register_encoder(store)
     onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
     cache = tmp_path / "server-cache"
     monkeypatch.setenv("SQLHEADS_CACHE", str(cache))

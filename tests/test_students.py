@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from sqlheads import host, procedures
+from sqlheads import encoders, host, procedures
 from sqlheads.engine import kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.evaluation import stratified_split
@@ -94,7 +94,7 @@ def _distill(store: Store, **kwargs):
 def test_word_student_is_under_a_million_parameters_and_its_onnx_matches_pytorch(
     store: Store, rt_sample
 ):
-    host.register_encoder(store)
+    encoders.register_encoder(store)
     encoder = store.find_encoder(host.DEFAULT_ENCODER)
     onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
     texts = rt_sample["text"].tolist()

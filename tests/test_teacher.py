@@ -25,7 +25,15 @@ from sqlheads import host
 from sqlheads.engine.catalog import catalog_encoder
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
-from sqlheads.engine.trainer import BEST, CHECKPOINT, Distributed, should_compile, use_bf16
+from sqlheads.engine.trainer import (
+    BEST,
+    CHECKPOINT,
+    Distributed,
+    TunerParams,
+    should_compile,
+    token_batches,
+    use_bf16,
+)
 from sqlheads.errors import (
     CheckpointMismatchError,
     DeviceUnavailableError,
@@ -84,7 +92,8 @@ def _fit(work_dir: Path | None, model: str = MINILM, **params):
 
 
 def test_a_killed_fine_tuning_resumes_from_its_checkpoint_not_from_zero(tmp_path):
-    params = TINY | {"max_steps": 5, "checkpoint_steps": 1, "patience": 0}
+    # Checkpoints by wall clock (each step sleeps 2 s), written on the writer's thread.
+    params = TINY | {"max_steps": 5, "checkpoint_seconds": 1, "patience": 0}
     work_dir = tmp_path / "work"
     script = KILLED_RUN.replace("{params}", repr(params))
     process = subprocess.Popen([sys.executable, "-c", script, str(work_dir)], env=os.environ)
@@ -128,15 +137,56 @@ def test_early_stopping_stops_when_the_validation_slice_gets_worse_and_keeps_the
     assert not all(torch.equal(last[name], best[name]) for name in best)  # not the last weights
 
 
-def test_compile_is_chosen_by_rule_only_on_cuda_when_the_steps_amortise_it():
-    cuda = torch.device("cuda:0")
-    assert not should_compile("auto", CPU, 10**7)  # never by rule on the CPU
-    assert not should_compile("auto", cuda, 100)  # a minute of compiling for seconds of steps
-    assert should_compile("auto", cuda, 100_000)
-    assert should_compile("on", CPU, 1) and not should_compile("off", cuda, 10**7)
+def test_a_checkpoint_its_thread_cannot_write_fails_the_fine_tuning(tmp_path):
+    # Written off the training thread, a failed write must still reach the caller: a file
+    # stands where the work folder should be.
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("in the way")
+    with pytest.raises(OSError):
+        _fit(blocked, **(TINY | {"max_steps": 1, "patience": 0}))
+
+
+def test_compile_is_chosen_by_rule_only_on_cuda_with_a_few_fixed_shapes():
+    cuda, bucketed = torch.device("cuda:0"), TunerParams()
+    assert not should_compile("auto", CPU, bucketed)  # never by rule on the CPU
+    assert should_compile("auto", cuda, bucketed)
+    # a shape per padded length (224 s of recompiling on an H100), or per token-budget batch
+    assert not should_compile("auto", cuda, TunerParams(pad_multiple=1))
+    assert not should_compile("auto", cuda, TunerParams(batch_tokens=4096))
+    assert should_compile("on", CPU, bucketed) and not should_compile("off", cuda, bucketed)
     assert not use_bf16("auto", CPU)
     with pytest.raises(InvalidParameterError, match="bf16"):
         use_bf16("bf16", CPU)
+
+
+def test_token_budget_batches_hold_every_row_once_within_both_limits():
+    lengths = np.random.default_rng(0).integers(5, 129, size=1000)
+    params = TunerParams(batch_size=64, batch_tokens=2048, pad_multiple=16)
+    batches = token_batches(lengths, params, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    for batch in batches:
+        width = -(-int(lengths[batch].max()) // 16) * 16
+        assert len(batch) <= 64 and (len(batch) == 1 or len(batch) * width <= 2048)
+    sizes = {len(b) for b in batches}
+    assert max(sizes) == 64 and min(sizes) < 32  # short rows in full batches, long in small ones
+    again = token_batches(lengths, params, np.random.default_rng(1))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))  # resumable
+
+
+def test_bucketed_padding_and_token_budgets_train_to_the_same_logits():
+    # Padding to multiples of 16 only adds masked columns: the same steps, the same model
+    # within float rounding (1e-3 in a logit after 3 optimiser steps).
+    params = TINY | {"max_steps": 3, "patience": 0}
+    exact, rows = _fit(None, pad_multiple=1, **params)
+    bucketed, _ = _fit(None, pad_multiple=16, **params)
+    texts = rows.text.tolist()[:8]
+    np.testing.assert_allclose(bucketed.logits(texts), exact.logits(texts), atol=1e-3)
+    # A budget of 256 tokens splits 16-row batches of 32-token reviews: more, smaller steps.
+    whole = params | {"max_steps": None, "batch_size": 16}
+    budget, _ = _fit(None, batch_tokens=256, **whole)
+    rows_only, _ = _fit(None, **whole)
+    assert budget.result_.steps > rows_only.result_.steps
+    assert np.isfinite(budget.logits(texts)).all()
 
 
 def test_under_torchrun_each_rank_takes_an_equal_disjoint_share_and_only_rank_0_writes():
@@ -338,3 +388,24 @@ def test_a_cancelled_teacher_job_propagates_and_stores_nothing(tiny_store: Store
     with pytest.raises(JobCancelledError):
         _job(tiny_store, tmp_path, progress, model=MINILM, max_steps=3, **TINY)
     assert host.models(tiny_store).empty
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU: the loop's CUDA-only branches"
+)
+def test_on_cuda_the_loop_compiles_over_buckets_pins_and_resumes(tmp_path):
+    # Every CUDA-only branch of the loop (pinned copies, fused AdamW, compile over buckets,
+    # checkpoints copied off the GPU) on a real GPU; resumed, the same logits as straight.
+    params = TINY | {"max_steps": 4, "patience": 0, "checkpoint_steps": 2}
+    cuda = torch.device("cuda")
+    from sqlheads import datasets
+
+    rows = datasets.rotten_tomatoes().sample(48, random_state=0)
+    texts, labels = rows.text.tolist(), rows.label.astype(str).tolist()
+    first = TeacherClassifier(MINILM, TeacherParams(**params), device=cuda, work_dir=tmp_path)
+    first.fit(texts, labels)
+    assert first.result_.compiled and first.result_.steps == 4
+    again = TeacherClassifier(MINILM, TeacherParams(**params), device=cuda, work_dir=tmp_path)
+    again.fit(texts, labels)
+    assert again.result_.resumed_from == 4
+    np.testing.assert_allclose(again.logits(texts[:8]), first.logits(texts[:8]), atol=1e-3)

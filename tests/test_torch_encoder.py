@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from sqlheads import datasets, host
+from sqlheads import datasets, encoders, host
 from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.heads import HeadClassifier, HeadParams
@@ -26,6 +26,7 @@ from sqlheads.errors import (
     DimensionMismatchError,
     EncoderNotInstalledError,
     EncoderSourceError,
+    InvalidParameterError,
     PrecisionUnavailableError,
 )
 from sqlheads.store.repository import Store
@@ -39,8 +40,8 @@ def registered(tmp_path_factory):
     """A SQLite store with MiniLM registered twice: fp32 (64-token windows) and int8 default."""
     store = Store.from_url(f"sqlite:///{tmp_path_factory.mktemp('torch') / 'heads.db'}")
     host.init(store)
-    host.register_encoder(store, quantization="none", max_length=MAX_LENGTH)
-    host.register_encoder(store)
+    encoders.register_encoder(store, quantization="none", max_length=MAX_LENGTH)
+    encoders.register_encoder(store)
     listing = store.encoder_listing().set_index("name")
     found = {}
     for name in listing.index:
@@ -214,3 +215,67 @@ def test_a_gpu_asked_for_and_absent_is_refused(registered):
             max_length=MAX_LENGTH,
             device=torch.device("cuda:0"),
         )
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"pipeline_rows": 4},  # 30 texts in 8 chunks, each tokenised while the one before runs
+        {"pad_multiple": 16},  # widths rounded up to 16, 32, 48, 64: masked padding
+        {"attention": "no-cudnn"},  # the GPU's default attention backends
+        {"pipeline_rows": 7, "pad_multiple": 32, "attention": "no-cudnn"},  # the GPU recipe
+    ],
+)
+def test_the_gpu_levers_give_the_serial_paths_vectors(registered, texts, settings):
+    # Tolerance 1e-5 per component: only float rounding may differ (other batch neighbours
+    # and padding widths change the order of sums, never what is summed).
+    entry = registered["none"]
+    both = texts["short"] + texts["long"]
+    serial = _torch(entry, precision="fp32", pipeline_rows=0, pad_multiple=1, attention="default")
+    levers = _torch(entry, precision="fp32", **settings)
+    for mode in ("window", "truncate"):
+        theirs = serial.encode(both, batch_size=8, long_text=mode)
+        ours = levers.encode(both, batch_size=8, long_text=mode)
+        np.testing.assert_array_equal(ours.windows, theirs.windows)
+        np.testing.assert_allclose(ours.vectors, theirs.vectors, atol=1e-5)
+    assert levers.describe()["attention"] == settings.get("attention", "default")
+
+
+def test_unknown_gpu_settings_are_refused(registered):
+    with pytest.raises(InvalidParameterError, match="attention"):
+        _torch(registered["none"], attention="cudnn-please")
+    with pytest.raises(InvalidParameterError, match="pipeline_rows"):
+        _torch(registered["none"], pipeline_rows=-1)
+
+
+def test_under_torchrun_each_process_takes_its_own_gpu(monkeypatch):
+    # The CUDA runtime is stood in for (two GPUs) so that the rule is checked on any machine;
+    # before, every torchrun process resolved "auto" to cuda:0.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert resolve_device("auto") == resolve_device("cuda") == torch.device("cuda:1")
+    assert resolve_device("cuda:0") == torch.device("cuda:0")  # named: as asked
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    with pytest.raises(DeviceUnavailableError):
+        resolve_device("auto")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the GPU's levers")
+def test_on_cuda_the_levers_give_the_serial_paths_vectors(registered, texts):
+    entry, both = registered["none"], texts["short"] + texts["long"]
+    cuda = torch.device("cuda")
+    serial = _torch(entry, precision="fp32", pipeline_rows=0, pad_multiple=1, attention="default")
+    levers = TorchEncoder.for_encoder(
+        entry["source"],
+        entry["tokenizer_json"],
+        dim=entry["record"].dim,
+        max_length=entry["record"].max_length,
+        device=cuda,
+        precision="fp32",
+        pipeline_rows=7,
+    )
+    assert levers.describe()["attention"] == "no-cudnn" and levers.pad_multiple == 16
+    ours = levers.encode(both, batch_size=8).vectors
+    theirs = serial.encode(both, batch_size=8).vectors
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)  # two devices' kernels: 1e-4

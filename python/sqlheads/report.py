@@ -13,6 +13,7 @@ confusion_matrix     true class               predicted class     rows
 per_class            precision|recall|f1      class               metric
 loss_curve           train_loss               epoch (1-based)     mean training loss
 score_histogram      predicted label          bin's lower edge    predictions
+baseline             model|tfidf_lr           accuracy|macro_f1   held-out metric
 ===================  =======================  ==================  ==================
 
 The version comparison needs no rows of its own: BI tools read ``model_summary`` directly.
@@ -36,7 +37,14 @@ from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_f
 from sqlheads.store.repository import Model, Store
 
 SCORE_BINS = 20
-FIGURES = ("confusion_matrix", "per_class", "score_histogram", "loss_curve", "versions")
+FIGURES = (
+    "confusion_matrix",
+    "per_class",
+    "score_histogram",
+    "loss_curve",
+    "versions",
+    "baseline",
+)
 
 
 @dataclass
@@ -97,7 +105,22 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
         counts, _ = np.histogram(group["score"].to_numpy(dtype=float), bins=edges)
         for edge, count in zip(edges[:-1], counts, strict=True):
             add("score_histogram", str(label), f"{edge:.2f}", count)
+    for series, metrics in _against_baseline(data).items():
+        for metric, value in metrics.items():
+            add("baseline", series, metric, value)
     return rows
+
+
+def _against_baseline(data: ReportData) -> dict[str, dict[str, float]]:
+    """This version's held-out accuracy and macro-F1 beside its TF-IDF baseline's (issue 21)."""
+    found = data.metrics.get("baseline", {})
+    if "accuracy" not in found:
+        return {}
+    metrics = ("accuracy", "macro_f1")
+    return {
+        "model": {m: float(data.metrics[m]) for m in metrics},
+        "tfidf_lr": {m: float(found[m]) for m in metrics},
+    }
 
 
 def build_report(
@@ -150,6 +173,7 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
         "score_histogram": _scores,
         "loss_curve": _loss,
         "versions": _versions,
+        "baseline": _baseline,
     }
     files = {}
     for name in FIGURES:
@@ -232,6 +256,27 @@ def _versions(ax, data: ReportData) -> None:
     ax.legend(fontsize=8)
 
 
+def _baseline(ax, data: ReportData) -> None:
+    bars = _against_baseline(data)
+    if not bars:
+        reason = data.metrics.get("baseline", {}).get("skipped", "not recorded for this version")
+        ax.text(0.5, 0.5, f"no TF-IDF baseline:\n{reason}", ha="center", va="center", wrap=True)
+        ax.set_axis_off()
+        return
+    positions = np.arange(2)
+    for offset, (series, label) in zip(
+        (-0.2, 0.2), (("model", data.model.kind), ("tfidf_lr", "TF-IDF + LR baseline")), strict=True
+    ):
+        values = list(bars[series].values())
+        ax.bar(positions + offset, values, width=0.4, label=label)
+        for x, value in zip(positions + offset, values, strict=True):
+            ax.text(x, value, f"{value:.3f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(positions, ["accuracy", "macro-F1"])
+    ax.set_ylim(0, 1.05)
+    ax.set(ylabel="held-out", title="This version beside its baseline (same rows)")
+    ax.legend(fontsize=8, loc="lower right")
+
+
 # ---------------------------------------------------------------------------------------------
 # The page
 
@@ -249,6 +294,11 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "classes": ", ".join(data.classes),
         "held-out accuracy": f"{metrics['accuracy']:.4f}",
         "macro-F1": f"{metrics['macro_f1']:.4f}",
+        "TF-IDF + LR baseline (accuracy / macro-F1)": (
+            f"{metrics['baseline']['accuracy']:.4f} / {metrics['baseline']['macro_f1']:.4f}"
+            if "accuracy" in metrics.get("baseline", {})
+            else f"none: {metrics.get('baseline', {}).get('skipped', 'not recorded')}"
+        ),
         "rows (train / test)": f"{record['rows_train']:,} / {record['rows_test']:,}",
         "training seconds": f"{record['seconds']:.2f}",
         "parameters": record["params_json"],
@@ -270,6 +320,7 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "score_histogram": "Score distribution",
         "loss_curve": "Training loss",
         "versions": "Comparison with other versions",
+        "baseline": "Beside its TF-IDF baseline",
     }
     figures = "\n".join(
         f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'

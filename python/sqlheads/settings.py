@@ -116,3 +116,31 @@ def bounded(name: str, value: int | None) -> int:
             f"{setting.maximum}"
         )
     return int(value)
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in DEPLOY_POLICIES:
+        raise InvalidParameterError(
+            f"deploy policy {policy!r} is not one of {DEPLOY_POLICIES}: pass 'if-better', "
+            "'always' or 'never'"
+        )
+
+
+# A real improvement for ``if-better``: a tenth of a point of macro-F1. Re-training on the
+# same data gives the same or an insignificantly different score (one held-out row of
+# Rotten Tomatoes' 1,706 moves it by ~0.0006); deploying it would only re-score every row.
+MIN_DEPLOY_GAIN = 0.001
+
+
+def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
+    """``if-better``: deploy when nothing is deployed, or when the new macro-F1 beats the
+    deployed one by at least :data:`MIN_DEPLOY_GAIN`; a tie or a smaller gain is no gain."""
+    _check_policy(policy)
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    # rounded so that float noise in the 12th digit cannot make 0.001 fall short
+    return (
+        deployed_macro_f1 is None or round(new_macro_f1 - deployed_macro_f1, 9) >= MIN_DEPLOY_GAIN
+    )

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sqlheads import encoders as encoder_registry
 from sqlheads import host
 from sqlheads.cli.app import app, open_store, options, run
 from sqlheads.cli.render import showing_progress
@@ -40,7 +41,7 @@ def register_encoder(
 
     def action() -> dict[str, Any]:
         store = open_store()
-        encoder = host.register_encoder(
+        encoder = encoder_registry.register_encoder(
             store,
             name=name,
             model=model,
@@ -86,7 +87,7 @@ def encoders() -> None:
             )  # fmt: skip
         out.print(registered)
 
-    run(lambda: host.encoders(open_store()), "encoders", render)
+    run(lambda: encoder_registry.encoders(open_store()), "encoders", render)
 
 
 @app.command()

@@ -50,6 +50,10 @@ def train(
         str | None, typer.Option(help="Refuse unless the set uses this encoder.")
     ] = None,
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
+    source: Annotated[
+        str | None,
+        typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
+    ] = None,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
 
@@ -64,6 +68,7 @@ def train(
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
+                source=source,
                 recipe=recipe,
                 hidden=hidden,
                 epochs=epochs,
@@ -86,8 +91,9 @@ def distill(
     student: Annotated[
         str,
         typer.Option(
-            help="word (raw text, no encoder at scoring), head (stored vectors) or encoder "
-            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text)."
+            help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
+            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
+            "of the whole text: long texts)."
         ),
     ] = DEFAULT_STUDENT,
     soft_labels: Annotated[
@@ -100,7 +106,10 @@ def distill(
     ] = None,
     source: Annotated[
         str | None,
-        typer.Option(help="Word student: SELECT item_key, text (default: the set's source)."),
+        typer.Option(
+            help="Text students and the baseline: SELECT item_key, text (default: the set's "
+            "source)."
+        ),
     ] = None,
     transfer: Annotated[
         str | None,
@@ -234,6 +243,7 @@ MODEL_COLUMNS = {
     "macro_f1": "macro_f1",
     "set_name": "set",
 }
+BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
 
 
 @app.command()
@@ -259,7 +269,12 @@ def models(
         for column, header in columns.items():
             table.add_column(header, no_wrap=column not in ("head", "set_name"))
         for record in records:
-            table.add_row(*[_cell(column, record[column]) for column in columns])
+            cells = {column: _cell(column, record[column]) for column in columns}
+            if record.get("below_baseline") and not wide:
+                cells["accuracy"] += BELOW_BASELINE
+            table.add_row(*cells.values())
+        if any(record.get("below_baseline") for record in records) and not wide:
+            table.caption = f"{BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
         Console().print(table)
 
     run(action, "models", render)

@@ -7,6 +7,8 @@ exist (50055), never silently fall back to a CPU that would take hours.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from sqlheads.errors import DeviceUnavailableError, InvalidParameterError
@@ -17,12 +19,14 @@ DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 def resolve_device(requested: str = "auto") -> torch.device:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` as a device this machine has."""
     name = (requested or "auto").strip().lower()
+    # Under torchrun each process takes its own GPU (LOCAL_RANK), never all of them GPU 0.
+    local = os.environ.get("LOCAL_RANK", "0")
     if name == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
         return torch.device("cpu")
     if name == "cuda" or name.startswith("cuda:"):
-        index = name.partition(":")[2] or "0"
+        index = name.partition(":")[2] or local
         if not index.isdigit():
             raise InvalidParameterError(
                 f"device {requested!r} is not a device name: pass one of {', '.join(DEVICES)}"
@@ -38,6 +42,15 @@ def resolve_device(requested: str = "auto") -> torch.device:
     raise InvalidParameterError(
         f"device {requested!r} is not a device name: pass one of {', '.join(DEVICES)}"
     )
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host batch on ``device``; on CUDA through page-locked memory, so the copy runs
+    asynchronously and overlaps the work already queued (pageable copies showed in the
+    H100 profile)."""
+    if device.type == "cuda":
+        tensor = tensor.pin_memory()
+    return tensor.to(device, non_blocking=True)
 
 
 def supports_bf16(device: torch.device) -> bool:

@@ -134,6 +134,26 @@ def pad_ids(sequences: Sequence[list[int]], pad_id: int) -> tuple[np.ndarray, np
     return ids, mask
 
 
+def bucket_width(width: int, multiple: int, cap: int) -> int:
+    """``width`` rounded up to a multiple of ``multiple``, at most ``cap`` (and never below
+    ``width``): a GPU then sees a few padded shapes, so compiled graphs and attention plans are
+    made once per bucket instead of once per length."""
+    return max(width, min(-(-width // multiple) * multiple, cap))
+
+
+def pad_to_width(
+    ids: np.ndarray, mask: np.ndarray, width: int, pad_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A padded batch widened to ``width`` columns of padding (masked out: same outputs)."""
+    extra = width - ids.shape[1]
+    if extra <= 0:
+        return ids, mask
+    return (
+        np.pad(ids, ((0, 0), (0, extra)), constant_values=pad_id),
+        np.pad(mask, ((0, 0), (0, extra)), constant_values=0),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Inference
 
@@ -215,8 +235,11 @@ def encode_windows(
     batch_size: int,
     batch_tokens: int | None,
     on_batch: Callable[[int], None] | None,
+    windows: list[list[list[int]]] | None = None,
 ) -> Encoded:
     """Windows, length-sorted batches and token-weighted pooling around ``run``.
+
+    ``windows``: ``tokenizer.windows(texts, ...)`` already made (a pipeline tokenises ahead).
 
     ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window (an array,
     or anything with ``shape`` that NumPy can convert, read only after the last batch); the ONNX
@@ -231,7 +254,9 @@ def encode_windows(
         raise InvalidParameterError(
             f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
         )
-    per_text = tokenizer.windows(texts, truncate=long_text == "truncate")
+    per_text = (
+        tokenizer.windows(texts, truncate=long_text == "truncate") if windows is None else windows
+    )
     flat = [window for windows in per_text for window in windows]
     owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
     window_vectors = np.zeros((len(flat), dim), dtype=np.float32)

@@ -89,6 +89,12 @@ def _load_word_student(blob: bytes) -> Scorer:
     return students.WordStudent.from_bytes(blob)
 
 
+def _load_tfidf_student(blob: bytes) -> Scorer:
+    from sqlheads.engine.tfidf_student import TfidfStudent
+
+    return TfidfStudent.from_bytes(blob)
+
+
 def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
     """The teacher's and the encoder student's loader: their ONNX graph and its contract
     (onnxruntime and the tokenizer only: scoring needs no PyTorch)."""
@@ -155,6 +161,14 @@ def _distil_encoder_student(
     )
 
 
+def _distil_tfidf_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+) -> Scorer:
+    from sqlheads.engine.tfidf_student import TfidfStudent
+
+    return TfidfStudent().fit(texts, classes, logits, gold, distill=o.distill)
+
+
 KINDS: dict[str, ModelKind] = {
     "head": ModelKind(
         "head",
@@ -206,6 +220,18 @@ KINDS: dict[str, ModelKind] = {
         epochs=3,
         lr=5e-5,
     ),
+    "tfidf_student": ModelKind(
+        "tfidf_student",
+        "text",
+        _load_tfidf_student,
+        "linear model on TF-IDF word 1-2 grams of the whole text, distilled from a teacher",
+        fitted_by=("distill",),
+        runs_on="server",  # scikit-learn and NumPy, in both hosts
+        student="tfidf",
+        distil=_distil_tfidf_student,
+        epochs=1,  # unused: L-BFGS on a convex loss has neither
+        lr=1.0,
+    ),
 }
 # The word student's and the head's defaults were measured on Rotten Tomatoes with the mpnet-rt
 # teacher (docs/benchmarks.md, "students").
@@ -240,7 +266,8 @@ def student_kind(student: str) -> ModelKind:
         raise UnknownKindError(
             f"student kind {student!r} does not exist: pass one of {', '.join(STUDENTS)} "
             "(word: a word-level student on raw text; head: a head on the set's vectors; "
-            "encoder: a small transformer fine-tuned on the soft labels)"
+            "encoder: a small transformer fine-tuned on the soft labels; tfidf: a linear model "
+            "on TF-IDF of the whole text, for long texts)"
         )
     return KINDS[STUDENTS[student]]
 

@@ -11,12 +11,21 @@ bf16 autocast is used only where :func:`sqlheads.engine.devices.supports_bf16` s
 computes it natively *and* a parity probe on the first batch agrees with fp32 (min cosine at
 least :data:`BF16_PARITY`); otherwise fp32. Which one ran is on the encoder (``precision``,
 ``probe_cosine``, ``precision_reason``) for the job's result.
+
+On a GPU (measured on an H100, ``../shared/measurements/gpu-h100-2026-11-24.md``): cuDNN's
+attention made a plan for every new shape (751 ms of 1.0 s of host time), so ``attention``
+``auto`` leaves it out there (MiniLM 1,970 -> 4,949 rows/s); widths are padded up to multiples
+of :data:`GPU_PAD_MULTIPLE`, so few shapes are met at all; and texts are tokenised a chunk
+ahead on a thread of their own (the Rust tokenizer releases the GIL) while the GPU works on
+the chunk before, where they used to run one after the other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -24,12 +33,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from sqlheads.engine.devices import resolve_device, supports_bf16  # noqa: E402
+from sqlheads.engine.devices import resolve_device, supports_bf16, to_device  # noqa: E402
 from sqlheads.engine.encoder import (  # noqa: E402
     DEFAULT_BATCH_TOKENS,
     Encoded,
     Tokenizer,
+    bucket_width,
     encode_windows,
+    pad_to_width,
 )
 from sqlheads.errors import (  # noqa: E402
     DimensionMismatchError,
@@ -39,6 +50,9 @@ from sqlheads.errors import (  # noqa: E402
 )
 
 PRECISIONS = ("auto", "bf16", "fp32")
+# "no-cudnn": PyTorch's flash, memory-efficient or math attention, never cuDNN's; "default":
+# PyTorch's own choice; "auto": no-cudnn on CUDA (measured above), default elsewhere.
+ATTENTION = ("auto", "no-cudnn", "default")
 # bf16 keeps 8 bits of mantissa: pooled 384/768-d vectors still agree with fp32 to ~0.9999 in
 # cosine. A batch below this is a model whose activations bf16 cannot hold: fp32 then.
 BF16_PARITY = 0.999
@@ -46,6 +60,8 @@ BF16_PARITY = 0.999
 # the GPU benchmark's values; measured in docs/benchmarks.md, section sidecar).
 GPU_BATCH_SIZE = 512
 GPU_BATCH_TOKENS = 65_536
+GPU_PAD_MULTIPLE = 16  # widths 16, 32, ... 256: 16 shapes of window at most
+GPU_PIPELINE_ROWS = 2048  # texts tokenised ahead of the GPU (~0.2 s of the tokenizer on 16 cores)
 
 
 def resolve_source(source: str) -> Path:
@@ -84,7 +100,13 @@ class TorchEncoder:
         max_length: int,
         device: torch.device,
         precision: str = "auto",
+        attention: str = "auto",
+        pad_multiple: int | None = None,
+        pipeline_rows: int | None = None,
     ) -> None:
+        """``pad_multiple`` (None: :data:`GPU_PAD_MULTIPLE` on CUDA, 1 elsewhere) rounds each
+        batch's width up; ``pipeline_rows`` (None: :data:`GPU_PIPELINE_ROWS` on CUDA, 0
+        elsewhere: serial) is how many texts are tokenised ahead while the device works."""
         from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as transformers_logging
 
@@ -93,6 +115,16 @@ class TorchEncoder:
         if precision not in PRECISIONS:
             raise InvalidParameterError(
                 f"precision {precision!r} is not one of {PRECISIONS}: pass 'auto', 'bf16' or 'fp32'"
+            )
+        if attention not in ATTENTION:
+            raise InvalidParameterError(
+                f"attention {attention!r} is not one of {ATTENTION}: pass 'auto', 'no-cudnn' "
+                "or 'default'"
+            )
+        if not 1 <= (pad_multiple or 1) <= 512 or (pipeline_rows or 0) < 0:
+            raise InvalidParameterError(
+                f"pad_multiple {pad_multiple} must be between 1 and 512 and pipeline_rows "
+                f"{pipeline_rows} at least 0 (0: tokenise everything first)"
             )
         if device.type == "cuda":
             # A GPU asked for and absent is refused as everywhere (50055), before any loading.
@@ -127,6 +159,12 @@ class TorchEncoder:
         self.max_length = max_length
         self.device = device
         self.requested_precision = precision
+        on_gpu = device.type == "cuda"
+        self.attention = ("no-cudnn" if on_gpu else "default") if attention == "auto" else attention
+        self.pad_multiple = pad_multiple or (GPU_PAD_MULTIPLE if on_gpu else 1)
+        self.pipeline_rows = (
+            GPU_PIPELINE_ROWS if pipeline_rows is None and on_gpu else pipeline_rows
+        )
         # Decided on the first batch for "auto" on a bf16 device; fixed now otherwise.
         self.precision: str | None = None if precision == "auto" else precision
         self.probe_cosine: float | None = None
@@ -147,8 +185,10 @@ class TorchEncoder:
         max_length: int,
         device: torch.device,
         precision: str = "auto",
+        **settings: object,
     ) -> TorchEncoder:
-        """The encoder registered with ``source`` and ``tokenizer_json``, on ``device``."""
+        """The encoder registered with ``source`` and ``tokenizer_json``, on ``device``
+        (``settings``: ``attention``, ``pad_multiple``, ``pipeline_rows``)."""
         return cls(
             resolve_source(source),
             tokenizer_json,
@@ -156,6 +196,7 @@ class TorchEncoder:
             max_length=max_length,
             device=device,
             precision=precision,
+            **settings,
         )
 
     def encode(
@@ -167,21 +208,42 @@ class TorchEncoder:
         batch_tokens: int | None = DEFAULT_BATCH_TOKENS,
         on_batch: Callable[[int], None] | None = None,
     ) -> Encoded:
-        """L2-normalised vectors, one row per text, exactly as :meth:`OnnxEncoder.encode`."""
-        return encode_windows(
-            self._tokenizer,
-            texts,
-            self._run,
-            dim=self.dim,
-            long_text=long_text,
-            batch_size=batch_size,
-            batch_tokens=batch_tokens,
-            on_batch=on_batch,
+        """L2-normalised vectors, one row per text, exactly as :meth:`OnnxEncoder.encode`;
+        in chunks of :attr:`pipeline_rows` texts, each tokenised while the one before runs."""
+        options = {
+            "dim": self.dim,
+            "long_text": long_text,
+            "batch_size": batch_size,
+            "batch_tokens": batch_tokens,
+            "on_batch": on_batch,
+        }
+        rows = self.pipeline_rows or len(texts)
+        if len(texts) <= rows:
+            return encode_windows(self._tokenizer, texts, self._run, **options)
+        chunks = [texts[start : start + rows] for start in range(0, len(texts), rows)]
+        truncate = long_text == "truncate"
+        parts = []
+        with ThreadPoolExecutor(1, thread_name_prefix="tokenize") as pool:
+            ahead = pool.submit(self._tokenizer.windows, chunks[0], truncate=truncate)
+            for index, chunk in enumerate(chunks):
+                windows = ahead.result()
+                if index + 1 < len(chunks):
+                    ahead = pool.submit(
+                        self._tokenizer.windows, chunks[index + 1], truncate=truncate
+                    )
+                parts.append(
+                    encode_windows(self._tokenizer, chunk, self._run, windows=windows, **options)
+                )
+        return Encoded(
+            vectors=np.vstack([part.vectors for part in parts]),
+            windows=np.concatenate([part.windows for part in parts]),
         )
 
     def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray | _OnDevice:
-        input_ids = torch.from_numpy(ids).to(self.device, non_blocking=True)
-        attention_mask = torch.from_numpy(mask).to(self.device, non_blocking=True)
+        width = bucket_width(ids.shape[1], self.pad_multiple, self.max_length)
+        ids, mask = pad_to_width(ids, mask, width, self._tokenizer.pad_id)
+        input_ids = to_device(torch.from_numpy(ids), self.device)
+        attention_mask = to_device(torch.from_numpy(mask), self.device)
         if self.precision is None:
             return self._probe(input_ids, attention_mask)
         # Left on the device: encode_windows reads every batch back after the last one, so
@@ -195,9 +257,18 @@ class TorchEncoder:
         with (
             torch.inference_mode(),
             torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=bf16),
+            self._attention_backends(),
         ):
             vectors = self._model(input_ids, attention_mask)
         return vectors.float()
+
+    def _attention_backends(self) -> contextlib.AbstractContextManager:
+        if self.attention == "default":
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+        return sdpa_kernel(backends)
 
     def _probe(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> np.ndarray:
         """bf16 if it agrees with fp32 on this batch; the fp32 vectors are returned either way."""
@@ -225,6 +296,9 @@ class TorchEncoder:
             "precision": self.precision,
             "precision_reason": self.precision_reason,
             "probe_cosine": self.probe_cosine,
+            "attention": self.attention,
+            "pad_multiple": self.pad_multiple,
+            "pipeline_rows": self.pipeline_rows,
             "model_dir": str(self.model_dir),
         }
 

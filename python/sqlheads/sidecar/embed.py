@@ -1,13 +1,15 @@
 """The sidecar's embed job: one part (a key range) of an embed request.
 
-The rows come through the caller's source query stored with the job, never through a query of
-the sidecar's making; each part keeps the rows of its own key range (compared as Python
-strings, as the request cut them: :func:`sqlheads.store.jobs.split_keys`). Hashing, rejects
-and writes are :func:`sqlheads.host.embed_rows`, the code ``sqlheads embed`` runs, so a set
-embedded in N parts holds exactly the vectors a plain embed gives.
+The rows are those the request captured for this part (:mod:`sqlheads.store.job_inputs`),
+with the requester's permissions: the sidecar never runs the caller's source query (issue 19),
+it only records it as the set's source query. Each part holds the rows of its own key range
+(compared as Python strings, as the request cut them: :func:`sqlheads.store.jobs.split_keys`).
+Hashing, rejects and writes are :func:`sqlheads.host.embed_rows`, the code ``sqlheads embed``
+runs, so a set embedded in N parts holds exactly the vectors a plain embed gives.
 
-Parts of one set run at once on different sidecars, so a part does not hold the set's lock
-(``sqlheads embed`` holds it for a whole run and would shut the other parts out). Parts write
+Parts of one set run at once on different sidecars, so a part does not hold the set's lock for
+its whole run (``sqlheads embed`` does, and would shut the other parts out), only while it
+writes a batch. Parts write
 disjoint keys, each batch in its own transaction; a part whose set does not exist yet creates
 it, and a part that loses that race uses the set the winner created.
 """
@@ -48,6 +50,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
 def run_embed(
     store: Store,
     *,
+    job_id: int,
     set_name: str,
     device: Any,
     work_dir: Path,
@@ -90,6 +93,7 @@ def run_embed(
         stage=lambda label: progress(scanned, None, label),
         keys=lambda key: in_range(key, key_from, key_to),
         model=model,
+        captured_job_id=job_id,
     )
     return summary | {
         "key_from": key_from,

@@ -1,8 +1,10 @@
 """The sidecar's verbs for analysts: request work, list jobs, cancel one.
 
 The same verbs and parameters as ``heads.request_embed``, ``heads.request_teacher``,
-``heads.cancel_job`` and the ``heads.jobs`` view on SQL Server. A request stores everything its
-job needs, the caller's queries included: the sidecar reads through them and nothing else.
+``heads.cancel_job`` and the ``heads.jobs`` view on SQL Server. A request runs the caller's
+queries once, now, with the caller's own permissions, and captures their rows with the job
+(:mod:`sqlheads.store.job_inputs`): the sidecar reads those rows and never runs a caller's query
+(issue 19). The query texts stay in the parameters as the record of what was asked.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlheads import host, rows, settings
-from sqlheads.store.jobs import JobQueue, split_keys
+import pandas as pd
+
+from sqlheads import caller_rows, encoders, host, procedures, settings
+from sqlheads.store import job_inputs
+from sqlheads.store.jobs import JobQueue, in_range, split_keys
 from sqlheads.store.repository import Store, validate_name
 
 
@@ -29,8 +34,9 @@ def request_embed(
 ) -> dict[str, Any]:
     """Queue the embedding of ``source`` into a set, split into ``parts`` jobs by key range.
 
-    The source's keys are read now (sorted, cut at their quantiles), so the parts are of
-    about equal size; the encoder is registered now, so that parts never race to register it.
+    The source's rows are read now: their keys sorted and cut at their quantiles, so the
+    parts are of about equal size, and each part's rows captured with it; the encoder is
+    registered now, so that parts never race to register it.
     """
     validate_name("set", set_name)
     if long_text is not None:
@@ -40,13 +46,12 @@ def request_embed(
     batch_rows = settings.bounded("embed.batch_rows", batch_rows)
     batch_size = settings.bounded("embed.batch_size", batch_size)
     existing = host.check_embedding_set(store, set_name, encoder, long_text)
-    keys = [
-        str(key)
-        for chunk in store.run_query(source, ("item_key",), "source", 10_000)
-        for key in chunk["item_key"]
-    ]
+    frames = list(store.run_query(source, procedures.EMBED_INPUT, "source", 10_000))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_key"])
+    keys = [str(key) for key in rows["item_key"]]
+    rows["item_key"] = keys
     chosen = (
-        store.encoder(existing.encoder_id) if existing else host.resolve_encoder(store, encoder)
+        store.encoder(existing.encoder_id) if existing else encoders.resolve_encoder(store, encoder)
     )
     parameters = {
         "source": source,
@@ -57,7 +62,8 @@ def request_embed(
         "batch_size": batch_size,
     }
     ranges = split_keys(keys, parts)
-    jobs = JobQueue(store).enqueue("embed", set_name, parameters, ranges=ranges)
+    inputs = [rows[[in_range(k, low, high) for k in keys]] for low, high in ranges]
+    jobs = JobQueue(store).enqueue("embed", set_name, parameters, ranges=ranges, inputs=inputs)
     return {
         "set": set_name,
         "group_id": jobs[0].group_id,
@@ -81,12 +87,15 @@ def request_teacher(
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
     students): the parameters checked and completed by the teacher job itself."""
     validate_name("head", head)
-    source = rows.text_source(store.require_set(set_name), source)
+    source = caller_rows.text_source(store.require_set(set_name), source)
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})
-    (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head)
+    labelled = caller_rows.read_labels(store, labels)
+    procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
+    captured = job_inputs.teacher_rows(labelled, caller_rows.read_texts(store, source))
+    (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head, inputs=[captured])
     return {"job_id": job.job_id, "head": head, "set": set_name, "parameters": parameters}
 
 

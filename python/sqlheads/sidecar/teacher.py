@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import host, procedures, rows, settings
+from sqlheads import caller_rows, host, procedures, settings
 from sqlheads.engine import kinds
 from sqlheads.errors import (
     InvalidParameterError,
@@ -30,7 +30,8 @@ from sqlheads.errors import (
     UnknownKindError,
 )
 from sqlheads.sidecar.progress import JobProgress  # contract 2
-from sqlheads.store.repository import Store, validate_name
+from sqlheads.store import job_inputs
+from sqlheads.store.repository import HEAD_BUSY, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 
 # The students a teacher job distils: those that read the rows' text, as the teacher does.
@@ -113,6 +114,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
 def run_teacher(
     store: Store,
     *,
+    job_id: int,
     head: str,
     set_name: str,
     device,
@@ -121,7 +123,8 @@ def run_teacher(
     **parameters: Any,
 ) -> dict[str, Any]:
     """Fine-tune, store the teacher version, its soft labels, then each student; the summary
-    (JSON-serialisable) that becomes the job's result_json."""
+    (JSON-serialisable) that becomes the job's result_json. The labels and texts are the rows
+    the request captured (:mod:`sqlheads.store.job_inputs`): no caller's query runs here."""
     from sqlheads.engine.evaluation import classification_metrics, stratified_split
     from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
     from sqlheads.store.vectors import pack_rows
@@ -133,17 +136,14 @@ def run_teacher(
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     # Soft labels of another set under this name are refused before any work (50021).
-    rows.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
+    caller_rows.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     stages = _Stages(work_dir / STAGES)
 
-    source = rows.text_source(embedding_set, request["source"])
-    labelled = rows.read_labels(store, request["labels"])
-    procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
+    labelled, texts = job_inputs.labels_and_texts(store, job_id)
     # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
-    labelled = labelled[procedures.present(labelled["label"], "text")]
-    texts = rows.read_texts(store, source)
+    labelled = labelled[procedures.present(labelled["label"], "text")].reset_index(drop=True)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
     if not keys:
@@ -196,20 +196,25 @@ def run_teacher(
             "blob_bytes": len(graph.to_bytes()),
         }
         teacher_head = teacher_name  # <head>_teacher: a head of its own, never the analysts'
-        deployed = store.deployed_model(teacher_head)
-        version = host.record_version(
-            store,
-            teacher_head,
-            embedding_set,
-            set_encoder,
-            pd.Series(
-                _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
-                | {"seconds": time.perf_counter() - started}
-            ),
-            request["deploy"],
-            deployed,
-            {},
-        )
+        # Under the head's lock, the name heads.write_version takes on SQL Server: the version
+        # number cannot race another writer's (issue 19, point 3).
+        with store.lock("head", teacher_head, host.LOCK_TIMEOUT_MS, HEAD_BUSY):
+            deployed = store.deployed_model(teacher_head)
+            version = host.record_version(
+                store,
+                teacher_head,
+                embedding_set,
+                set_encoder,
+                pd.Series(
+                    _version_row(
+                        teacher, graph, metrics, request, (train_rows, test_rows), deployed
+                    )
+                    | {"seconds": time.perf_counter() - started}
+                ),
+                request["deploy"],
+                deployed,
+                {},
+            )
         stored = store_soft_labels(
             store,
             teacher_name,
@@ -250,10 +255,10 @@ def run_teacher(
                 store,
                 head=head,
                 set_name=set_name,
-                labels=request["labels"],
+                labels=labelled,  # the captured rows, not the caller's queries
                 student=student,
                 teacher=teacher_name,
-                source=source,
+                source=texts,
                 deploy=request["deploy"],
                 seed=request["seed"],
                 test_fraction=request["test_fraction"],
@@ -295,7 +300,7 @@ def _version_row(teacher, graph, metrics, request, split, deployed):
         "blob": blob,
         "sha256": hashlib.sha256(blob).hexdigest(),
         "onnx": None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
-        "deploy": procedures.decide_deploy(
+        "deploy": settings.decide_deploy(
             request["deploy"], metrics["macro_f1"], deployed.macro_f1 if deployed else None
         ),
         "deploy_reason": settings.deploy_reason(request["deploy"]),

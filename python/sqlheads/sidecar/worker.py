@@ -40,7 +40,9 @@ def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
     # (validate_teacher_request), as a request made in Python did before enqueueing.
     from sqlheads.sidecar.teacher import run_teacher
 
-    return run_teacher(store, head=job.head, set_name=job.set_name, **context, **job.parameters)
+    return run_teacher(
+        store, job_id=job.job_id, head=job.head, set_name=job.set_name, **context, **job.parameters
+    )
 
 
 def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
@@ -48,6 +50,7 @@ def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
 
     return run_embed(
         store,
+        job_id=job.job_id,
         set_name=job.set_name,
         key_from=job.key_from,
         key_to=job.key_to,

@@ -32,6 +32,7 @@ from sqlheads.errors import (
     SqlheadsError,
     UnknownJobKindError,
 )
+from sqlheads.store import job_inputs
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store, validate_name
 
@@ -128,8 +129,11 @@ class JobQueue:
         *,
         head: str | None = None,
         ranges: Sequence[tuple[str | None, str | None]] = ((None, None),),
+        inputs: Sequence[pd.DataFrame] | None = None,
     ) -> list[Job]:
-        """One job, or one part per key range (parts share ``group_id``: the first part's id)."""
+        """One job, or one part per key range (parts share ``group_id``: the first part's id);
+        ``inputs``, one frame per range, are stored with each part in the same transaction
+        (:mod:`sqlheads.store.job_inputs`), so no sidecar claims a job before its inputs."""
         check_kind(kind)
         validate_name("set", set_name)
         if head is not None:
@@ -150,8 +154,11 @@ class JobQueue:
                     "key_from": key_from,
                     "key_to": key_to,
                     "max_attempts": self.max_attempts,
+                    **job_inputs.requester(self.store),
                 }
                 ids.append(c.execute(insert(s.job_queue).values(**values)).inserted_primary_key[0])
+                if inputs is not None:
+                    job_inputs.insert_inputs(c, ids[-1], inputs[part - 1])
             if len(ids) > 1:
                 c.execute(update(s.job_queue).where(q.job_id == ids[0]).values(group_id=ids[0]))
         return [self.get(job_id) for job_id in ids]
@@ -349,6 +356,8 @@ class JobQueue:
                 f"job {job_id} is no longer held by {worker}: its heartbeat went stale and "
                 "another sidecar took it over (or it was cancelled); this sidecar leaves it"
             )
+        if values.get("state") in FINISHED:
+            job_inputs.forget(c, job_id)
 
     @staticmethod
     def _close(
@@ -365,6 +374,7 @@ class JobQueue:
         if stage is not None:
             values["stage"] = stage
         c.execute(update(s.job_queue).where(q.job_id == job_id).values(**values))
+        job_inputs.forget(c, job_id)
 
     # -- cancel --------------------------------------------------------------------------------
 
@@ -372,11 +382,12 @@ class JobQueue:
         """Queued: cancelled at once. Running: cancel requested, its sidecar stops it at its
         next heartbeat. Finished: refused (50050). The job's state after the call."""
         with self._writer() as c:
-            row = c.execute(select(q.state).where(q.job_id == job_id)).first()
+            row = c.execute(select(q.state, q.requested_user).where(q.job_id == job_id)).first()
             if row is None:
                 raise NotFoundError(
                     f"job {job_id} does not exist: list the jobs with `sqlheads jobs`"
                 )
+            job_inputs.refuse_other_requester(c, self.store, job_id, row.requested_user)
             if row.state in FINISHED:
                 raise JobStateError(
                     f"job {job_id} is {row.state}: only queued or running jobs can be "

@@ -28,6 +28,7 @@ from sqlheads.errors import (
     NotFoundError,
     UnsupportedDatabaseError,
 )
+from sqlheads.store import applocks
 from sqlheads.store import schema as s
 from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
@@ -150,16 +151,24 @@ class Store(CallerQueries):
         return cls(make_engine(url))
 
     @contextmanager
-    def lock(self, kind: str, name: str, timeout_ms: int, busy: str) -> Iterator[None]:
-        """Hold ``kind:name`` against every other process on this SQLite file.
+    def lock(
+        self, kind: str, name: str, timeout_ms: int, busy: str, *, shared: bool = False
+    ) -> Iterator[None]:
+        """Hold ``kind:name`` against every other process on this database.
 
-        SQL Server's procedures take ``sp_getapplock`` on the same names; SQLite has no such
-        lock, so the embedded host takes an OS file lock (released by the OS if the process
-        dies) in ``FILE.locks/`` beside the database. An in-memory database has one process.
-        ``busy`` says what the other process is doing; it ends the error raised after
+        SQL Server: ``sp_getapplock`` on the names the procedures lock (``shared``: in Shared
+        mode), :mod:`sqlheads.store.applocks`. SQLite has no such lock, so the embedded host
+        takes an OS file lock (released by the OS if the process dies, exclusive whatever
+        ``shared``) in ``FILE.locks/`` beside the database. An in-memory database has one
+        process. ``busy`` says what the other process is doing; it ends the error raised after
         ``timeout_ms`` (0: do not wait).
         """
-        database = self.engine.url.database if self.is_sqlite else None
+        if not self.is_sqlite:
+            mode = "Shared" if shared else "Exclusive"
+            with applocks.server_lock(self.engine, kind, name, timeout_ms, busy, mode):
+                yield
+            return
+        database = self.engine.url.database
         if not database or database == ":memory:":
             yield
             return

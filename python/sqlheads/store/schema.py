@@ -170,6 +170,12 @@ models = Table(
     Column("parameters", Integer, nullable=True),
     Column("teacher_id", Integer, ForeignKey("teachers.teacher_id"), nullable=True),
     Column("teacher_accuracy", Float, nullable=True),
+    # TF-IDF + logistic regression on the same training and held-out rows (issue 21), or why
+    # it was not fitted (no text reachable, one class).
+    Column("baseline_accuracy", Float, nullable=True),
+    Column("baseline_macro_f1", Float, nullable=True),
+    Column("baseline_seconds", Float, nullable=True),
+    Column("baseline_skipped", Unicode(400), nullable=True),
     UniqueConstraint("head", "version"),
 )
 
@@ -257,11 +263,31 @@ job_queue = Table(
     Column("requested_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
     Column("started_at", DateTime(timezone=False), nullable=True),
     Column("finished_at", DateTime(timezone=False), nullable=True),
+    # Who asked (issue 19): the login (ORIGINAL_LOGIN()) and the database user on SQL Server,
+    # the OS user on SQLite. heads.jobs shows each caller their own jobs.
+    Column("requested_by", Unicode(NAME_LENGTH), nullable=True),
+    Column("requested_user", Unicode(NAME_LENGTH), nullable=True),
     CheckConstraint(f"kind IN {JOB_KINDS}", name="job_kind"),
     CheckConstraint(f"state IN {JOB_STATES}", name="job_state"),
     CheckConstraint("cancel_requested IN (0, 1)", name="cancel_flag"),
     # Claims scan queued and running jobs in job order.
     Index(None, "state", "job_id"),
+)
+
+
+# A job's inputs, captured when it was requested, under the requester's own permissions: the
+# rows of the caller's queries (key, label, text). The sidecar reads these and never runs a
+# caller's query (issue 19). A key may appear twice (an embed source's duplicates are rejected
+# by the embed job, as `sqlheads embed` rejects them), hence the row id.
+job_inputs = Table(
+    "job_inputs",
+    metadata,
+    Column("input_id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", Integer, ForeignKey("job_queue.job_id", ondelete="CASCADE"), nullable=False),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("label", Unicode(400), nullable=True),  # teacher jobs: NULL for unlabelled rows
+    Column("text", UnicodeText, nullable=True),
+    Index(None, "job_id", "item_key"),
 )
 
 
@@ -323,6 +349,13 @@ def model_summary_select():
             models.c.parameters,
             teachers.c.name.label("teacher"),
             models.c.teacher_accuracy,
+            models.c.baseline_accuracy,
+            models.c.baseline_macro_f1,
+            models.c.baseline_seconds,
+            models.c.baseline_skipped,
+            case((models.c.accuracy < models.c.baseline_accuracy, 1), else_=0).label(
+                "below_baseline"
+            ),
         )
         .select_from(models)
         .join(embedding_sets, embedding_sets.c.set_id == models.c.set_id)
@@ -378,6 +411,8 @@ def jobs_select():
         q.requested_at,
         q.started_at,
         q.finished_at,
+        q.requested_by,
+        q.requested_user,
     ).select_from(job_queue)
 
 

@@ -1,0 +1,142 @@
+"""A job's inputs, captured at request time (``job_inputs``): what the sidecar reads instead of
+running a caller's query (issue 19, point 1).
+
+A request reads the caller's queries once, with the caller's own permissions, and stores their
+rows with the job in the transaction that queues it; the sidecar reads them back in key order.
+Dropping the caller's tables after the request changes nothing for the job.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterator, Sequence
+
+import pandas as pd
+from sqlalchemy import Connection, case, delete, func, insert, select
+
+from sqlheads.errors import JobOwnerError
+from sqlheads.store import schema as s
+from sqlheads.store.repository import Store
+
+COLUMNS = ("item_key", "label", "text")
+_INSERT_ROWS = 5_000  # rows per executemany: bounded memory, few round trips
+c = s.job_inputs.c
+
+
+def requester(store: Store) -> dict[str, object]:
+    """``requested_by`` and ``requested_user`` for a job queued now: on SQL Server the login
+    (``ORIGINAL_LOGIN()``, as T-SQL records it) and the database user, evaluated by the
+    server; on SQLite the OS user, or ``local`` where there is none."""
+    if not store.is_sqlite:
+        return {"requested_by": func.original_login(), "requested_user": func.user_name()}
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = "local"
+    return {"requested_by": user, "requested_user": user}
+
+
+def refuse_other_requester(
+    connection: Connection, store: Store, job_id: int, requested_user: str | None
+) -> None:
+    """Only a job's requester, or heads_admin (db_owner) on SQL Server, may cancel it (50070).
+    Jobs queued before revision 0006 name no requester: any caller may cancel those."""
+    if requested_user is None:
+        return
+    if store.is_sqlite:
+        allowed = requested_user == requester(store)["requested_user"]
+    else:
+        allowed = bool(
+            connection.execute(
+                select(  # CASE: T-SQL has no boolean-valued expressions
+                    case(
+                        (func.user_name() == requested_user, 1),
+                        (func.coalesce(func.is_member("heads_admin"), 0) == 1, 1),
+                        (func.coalesce(func.is_member("db_owner"), 0) == 1, 1),
+                        else_=0,
+                    )
+                )
+            ).scalar_one()
+        )
+    if not allowed:
+        raise JobOwnerError(
+            f"job {job_id} was requested by {requested_user}: only its requester or "
+            "heads_admin may cancel it"
+        )
+
+
+def insert_inputs(connection: Connection, job_id: int, rows: pd.DataFrame) -> int:
+    """Store ``rows`` (``item_key`` and ``label`` and/or ``text``) as the job's inputs, on the
+    connection of the transaction that queues the job; the rows stored."""
+    frame = rows.reindex(columns=list(COLUMNS))
+    frame = frame.astype(object).where(frame.notna(), None)
+    records = [
+        {"job_id": job_id, "item_key": str(key), "label": label, "text": text}
+        for key, label, text in frame.itertuples(index=False, name=None)
+    ]
+    for start in range(0, len(records), _INSERT_ROWS):
+        connection.execute(insert(s.job_inputs), records[start : start + _INSERT_ROWS])
+    return len(records)
+
+
+def forget(connection: Connection, job_id: int) -> None:
+    """Delete a finished job's inputs (an IMDB-sized request captures about 40 MiB), in the
+    transaction that finishes it: nothing can resume from them any more."""
+    connection.execute(delete(s.job_inputs).where(c.job_id == job_id))
+
+
+def read_chunks(
+    store: Store, job_id: int, chunk_rows: int, columns: Sequence[str] = COLUMNS
+) -> Iterator[pd.DataFrame]:
+    """The job's inputs (``columns`` of them) in key order, ``chunk_rows`` at a time."""
+    query = (
+        select(*(c[name] for name in columns))
+        .where(c.job_id == job_id)
+        .order_by(c.item_key, c.input_id)
+        .execution_options(yield_per=chunk_rows)
+    )
+    with store.engine.connect() as connection:
+        for part in connection.execute(query).partitions(chunk_rows):
+            yield pd.DataFrame([tuple(r) for r in part], columns=list(columns))
+
+
+def count(store: Store, job_id: int) -> int:
+    with store.engine.connect() as connection:
+        return int(
+            connection.execute(
+                select(func.count()).select_from(s.job_inputs).where(c.job_id == job_id)
+            ).scalar_one()
+        )
+
+
+def duplicate_keys(store: Store, job_id: int) -> set[str]:
+    """Keys captured more than once (an embed source's duplicates, rejected whole)."""
+    query = (
+        select(c.item_key).where(c.job_id == job_id).group_by(c.item_key).having(func.count() > 1)
+    )
+    with store.engine.connect() as connection:
+        return {str(key) for (key,) in connection.execute(query)}
+
+
+def labels_and_texts(store: Store, job_id: int) -> tuple[pd.DataFrame, dict[str, object]]:
+    """A teacher job's inputs: the labelled rows (``item_key``, ``label``) and every row's
+    text by key."""
+    frames = list(read_chunks(store, job_id, 10_000))
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    labelled = rows.loc[rows["label"].notna(), ["item_key", "label"]].reset_index(drop=True)
+    texts = dict(zip(rows["item_key"], rows["text"], strict=True))
+    return labelled, texts
+
+
+def teacher_rows(labelled: pd.DataFrame, texts: dict[str, object]) -> pd.DataFrame:
+    """A teacher request's inputs: every source row with its label (None: unlabelled), and
+    labelled keys the source lacks (no text: the job refuses them, naming one)."""
+    labels = dict(zip(labelled["item_key"], labelled["label"], strict=True))
+    keys = list(dict.fromkeys([*texts, *labels]))
+    return pd.DataFrame(
+        {
+            "item_key": keys,
+            "label": [labels.get(k) for k in keys],
+            "text": [texts.get(k) for k in keys],
+        }
+    )

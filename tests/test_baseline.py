@@ -1,0 +1,229 @@
+"""Issue 21: every trained or distilled version beside TF-IDF + logistic regression fitted on its
+own training rows and scored on its own held-out rows; the TF-IDF student for long texts."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import text
+
+from sqlheads import host
+from sqlheads.engine import kinds
+from sqlheads.engine.baseline import MAX_FEATURES, fit_baseline
+from sqlheads.engine.evaluation import stratified_split
+from sqlheads.store.repository import Store
+from sqlheads.store.vectors import unpack_rows
+
+LABELS = "SELECT item_key, label FROM reviews"
+SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory, rt_sample) -> Path:
+    """The sample embedded into set 'reviews' with its source query, and a small real teacher's
+    logits (a head on the sample's vectors) in a user table; built once, copied per test."""
+    path = tmp_path_factory.mktemp("baseline") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
+    rt_sample.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    host.train(store, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
+    teacher = kinds.model_kind("head").load(
+        store.model_blob(store.find_model("teacher_head", 1).model_id)
+    )
+    keys = rt_sample["item_key"].tolist()
+    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
+    logits = np.log(teacher.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
+    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
+        "teacher_logits", store.engine, index=False
+    )
+    store.engine.dispose()
+    return path
+
+
+@pytest.fixture
+def store(template: Path, tmp_path) -> Store:
+    copy = tmp_path / "heads.db"
+    with sqlite3.connect(template) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    return Store.from_url(f"sqlite:///{copy}")
+
+
+def test_train_fits_the_baseline_on_its_own_rows_and_stores_it(store: Store, rt_sample):
+    trained = host.train(store, head="sentiment", set_name="reviews", labels=LABELS)
+    train, test = stratified_split(rt_sample["item_key"], rt_sample["label"], seed=0)
+    texts, labels = rt_sample["text"].to_numpy(), rt_sample["label"].to_numpy()
+    expected = fit_baseline(
+        texts[train], labels[train], texts[test], labels[test], trained["classes"]
+    )
+    assert trained["baseline"]["accuracy"] == pytest.approx(expected.accuracy, abs=1e-4)
+    assert trained["baseline"]["macro_f1"] == pytest.approx(expected.macro_f1, abs=1e-4)
+    assert trained["baseline"]["seconds"] > 0 and trained["baseline"]["skipped"] is None
+    assert trained["below_baseline"] == (trained["accuracy"] < trained["baseline"]["accuracy"])
+    assert ("BELOW" in trained["versus_baseline"]) == trained["below_baseline"]
+    (row,) = host.models(store, head="sentiment").to_dict("records")
+    assert row["baseline_accuracy"] == pytest.approx(expected.accuracy)
+    assert row["baseline_macro_f1"] == pytest.approx(expected.macro_f1)
+    assert row["below_baseline"] == int(trained["below_baseline"])
+    assert row["baseline_skipped"] is None
+
+
+def test_no_text_reachable_skips_the_baseline_saying_why(store: Store):
+    with store.engine.begin() as c:  # a set embedded before sets kept their source query
+        c.execute(text("UPDATE embedding_sets SET source_query = NULL"))
+    trained = host.train(store, head="sentiment", set_name="reviews", labels=LABELS)
+    assert trained["baseline"]["accuracy"] is None and trained["below_baseline"] is None
+    assert "no source query" in trained["baseline"]["skipped"]
+    assert trained["versus_baseline"].startswith("no baseline: set 'reviews' has no source")
+    (row,) = host.models(store, head="sentiment").to_dict("records")
+    assert row["baseline_accuracy"] is None and "--source" in row["baseline_skipped"]
+    assert row["below_baseline"] == 0
+    given = host.train(
+        store,
+        head="sentiment",
+        set_name="reviews",
+        labels=LABELS,
+        source="SELECT item_key, text FROM reviews",
+    )
+    assert given["baseline"]["accuracy"] > 0.5 and given["baseline"]["skipped"] is None
+
+
+def test_one_class_has_no_baseline(rt_sample):
+    texts = rt_sample["text"].tolist()
+    found = fit_baseline(
+        texts[:50], ["positive"] * 50, texts[50:60], ["positive"] * 10, ["positive"]
+    )
+    assert found.accuracy is None and found.skipped == "the training rows hold one class (positive)"
+
+
+def test_many_classes_get_a_baseline_over_every_class(store: Store, rt_sample):
+    labels = (
+        "SELECT item_key, label || CASE WHEN length(text) > 110 THEN '_long' ELSE '_short' END "
+        "AS label FROM reviews"
+    )
+    trained = host.train(store, head="four", set_name="reviews", labels=labels)
+    assert len(trained["classes"]) == 4
+    metrics = json.loads(_read_metrics(store, "four"))
+    assert 0.25 < trained["baseline"]["accuracy"] <= 1 and trained["baseline"]["macro_f1"] > 0
+    assert 0 < metrics["baseline"]["features"] <= MAX_FEATURES
+
+
+def _read_metrics(store: Store, head: str) -> str:
+    with store.engine.connect() as c:
+        return c.execute(
+            text("SELECT metrics_json FROM models WHERE head = :head"), {"head": head}
+        ).scalar_one()
+
+
+def test_distill_reports_the_baseline_and_the_tfidf_student_scores_from_text(
+    store: Store, rt_sample
+):
+    found = host.distill(
+        store,
+        head="sentiment",
+        set_name="reviews",
+        labels=LABELS,
+        soft_labels=SOFT,
+        student="tfidf",
+        deploy="always",
+    )
+    assert found["kind"] == "tfidf_student" and found["rows_test"] == 120
+    assert found["baseline"]["accuracy"] > 0.5 and found["below_baseline"] is not None
+    assert found["parameters"] == len(np.load(io.BytesIO(_blob(store)))["vocabulary"]) * 2 + 2
+    scored = host.predict(store, head="sentiment", set_name="reviews")
+    assert scored["kind"] == "tfidf_student" and scored["rows"] == len(rt_sample)
+    latest = store.read_view("latest_predictions", head="sentiment").set_index("item_key")
+    _, test = stratified_split(rt_sample["item_key"], rt_sample["label"], seed=0)
+    held_out = rt_sample[test].set_index("item_key")
+    accuracy = float(np.mean(latest.loc[held_out.index, "label"] == held_out["label"]))
+    assert accuracy == pytest.approx(found["accuracy"], abs=1e-4)  # the stored model, reloaded
+    head_student = host.distill(
+        store,
+        head="sentiment",
+        set_name="reviews",
+        labels=LABELS,
+        teacher="sentiment_teacher",
+        student="head",
+        epochs=2,
+    )
+    assert head_student["baseline"]["accuracy"] == pytest.approx(found["baseline"]["accuracy"])
+
+
+def _blob(store: Store) -> bytes:
+    return store.model_blob(store.find_model("sentiment", 1).model_id)
+
+
+def test_cli_train_prints_the_baseline_and_models_lists_it(store: Store):
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    url = store.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(
+        app,
+        ["--url", url, "--json", "train", "--head", "s", "--set", "reviews", "--labels", LABELS],
+    )
+    assert result.exit_code == 0, result.output
+    reported = json.loads(result.stdout)
+    assert isinstance(reported["baseline"]["accuracy"], float)
+    assert "its baseline: accuracy" in reported["versus_baseline"]
+    untrained = ["--recipe", "seed", "--epochs", "1", "--lr", "1e-7"]  # a near-random head
+    plain = CliRunner().invoke(
+        app,
+        ["--url", url, "train", "--head", "s", "--set", "reviews", "--labels", LABELS, *untrained],
+    )
+    assert "BELOW its baseline" in plain.stdout
+    listed = CliRunner().invoke(app, ["--url", url, "models", "--head", "s"], env={"COLUMNS": "80"})
+    (first, second) = [line for line in listed.stdout.splitlines() if line.startswith("│ s ")]
+    assert "▼" in second and "▼" not in first and "below its TF-IDF + LR baseline" in listed.stdout
+    wide = CliRunner().invoke(
+        app, ["--url", url, "models", "--head", "s", "--wide"], env={"COLUMNS": "400"}
+    )
+    assert "baseline_accuracy" in wide.stdout and "below_baseline" in wide.stdout
+
+
+def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
+    from sqlheads.report import build_report
+
+    trained = host.train(store, head="sentiment", set_name="reviews", labels=LABELS)
+    result = build_report(store, "sentiment", version=1, out_dir=tmp_path / "report")
+    assert (tmp_path / "report" / "baseline.png").read_bytes()[:4] == b"\x89PNG"
+    with store.engine.connect() as c:
+        rows = c.execute(
+            text(
+                "SELECT series, x, value FROM model_figures "
+                "WHERE model_id = :m AND figure = 'baseline'"
+            ),
+            {"m": result["model_id"]},
+        ).all()
+    found = {(series, x): value for series, x, value in rows}
+    assert found[("tfidf_lr", "accuracy")] == pytest.approx(
+        trained["baseline"]["accuracy"], abs=1e-4
+    )
+    assert found[("model", "accuracy")] == pytest.approx(trained["accuracy"], abs=1e-4)
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert "TF-IDF + LR baseline" in page
+
+
+def test_a_version_below_its_baseline_on_long_texts_is_told_the_long_text_path(rt_sample):
+    from sqlheads import baselines
+
+    stored = {
+        "baseline_accuracy": 0.899,
+        "baseline_macro_f1": 0.899,
+        "baseline_seconds": 20.0,
+        "baseline_skipped": None,
+    }
+    long_reviews = [" ".join(rt_sample["text"].head(20))] * 3  # well past 256 tokens each
+    below = baselines.summary(stored, 0.867, long_reviews)
+    assert below["below_baseline"] and "--student tfidf" in below["versus_baseline"]
+    short = baselines.summary(stored, 0.867, rt_sample["text"].tolist())
+    assert short["below_baseline"] and "--student tfidf" not in short["versus_baseline"]
+    above = baselines.summary(stored, 0.904, long_reviews)
+    assert above["below_baseline"] is False and above["versus_baseline"].startswith("at or above")
