@@ -13,12 +13,11 @@ from dataclasses import dataclass
 
 from sqlheads.engine import kinds
 from sqlheads.engine.encoder import LONG_TEXT_MODES
+from sqlheads.engine.evaluation import TEST_FRACTION as TEST_FRACTION  # the verbs' default
 from sqlheads.errors import InvalidParameterError
 
 DEPLOY_POLICIES = ("if-better", "always", "never")
 DEFAULT_DEPLOY = DEPLOY_POLICIES[0]
-# The held-out share of train, distill and the teacher job: one split for all three.
-TEST_FRACTION = 0.2
 EMBED_ENGINES = ("auto", "onnx", "torch")
 DEFAULT_ENCODER = "all-MiniLM-L6-v2-int8"
 # Why a version was deployed: one row of deployments each, the same words on both hosts.

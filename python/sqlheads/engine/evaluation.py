@@ -8,9 +8,16 @@ import numpy as np
 
 from sqlheads.errors import InvalidParameterError, TooFewRowsError
 
+# The held-out share of train, distill and the teacher job (settings.TEST_FRACTION): one split.
+TEST_FRACTION = 0.2
+
 
 def stratified_split(
-    keys: Sequence[str], labels: Sequence[str], *, test_fraction: float, seed: int = 0
+    keys: Sequence[str],
+    labels: Sequence[str],
+    *,
+    test_fraction: float = TEST_FRACTION,
+    seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks (train, test) over rows, stratified by label and fixed by ``seed``.
 
