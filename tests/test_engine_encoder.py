@@ -72,9 +72,9 @@ def test_int8_default_quantises_every_weight_matmul(fp32_artifact):
     """On any x86 CPU, VNNI or not: an 8-bit graph fell under INT8_TARGET on AVX2 (issue 16)."""
     int8 = export.export_encoder(quantization="int8")
     quantised, left_float = export.weight_matmuls(int8.onnx)
-    assert (quantised, left_float) == (24, 0)  # per layer: QAttention (Q, K, V), 3 MatMuls
+    assert quantised >= 24 and left_float == 0  # 6 layers x (Attention or Q, K, V + 3 MatMuls)
     assert int8.quantization == "int8" and int8.parity_cosine >= export.INT8_TARGET
-    assert export.weight_matmuls(fp32_artifact.onnx) == (0, 24)
+    assert export.weight_matmuls(fp32_artifact.onnx) == (0, quantised)
 
 
 def test_partial_int8_keeps_only_the_feed_forward_outputs_float_and_says_so(fp32_artifact):
@@ -87,7 +87,7 @@ def test_partial_int8_keeps_only_the_feed_forward_outputs_float_and_says_so(fp32
 
 
 def test_int8_graph_without_int8_matmuls_is_refused(fp32_artifact):
-    with pytest.raises(QuantizationError, match="left all 24 weight MatMuls in float") as refused:
+    with pytest.raises(QuantizationError, match="left all .* weight MatMuls in float") as refused:
         export.int8_kind(fp32_artifact.onnx, export.default_model_dir())
     assert refused.value.number == 50044
 
