@@ -275,6 +275,39 @@ def test_procedure_contract_train_then_predict_on_dataframes():
     assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
 
 
+def _separable(rows: int = 4_000, dim: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Two classes a wide margin apart: every epoch after the first few only grows the logits."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, rows)
+    X = rng.standard_normal((rows, dim)).astype(np.float32) + 4.0 * (2 * y[:, None] - 1)
+    return X, y.astype(str)
+
+
+def test_the_fast_recipe_stops_once_the_validation_loss_falls_by_less_than_tol():
+    """Issue 16: on separable data the loss falls by ever fewer millionths, and with no
+    threshold the fit ran until its last epoch."""
+    X, y = _separable()
+    params = HeadParams(recipe="fast", epochs=60)
+    head = HeadClassifier(params).fit(X, y)
+    assert len(head.validation_curve_) <= 10
+    assert np.mean(head.predict(X) == y) == 1.0
+    # The threshold is what stops it: counting any fall, the same fit runs on.
+    every_fall = HeadClassifier(replace(params, tol=0.0)).fit(X, y)
+    assert len(every_fall.validation_curve_) > 2 * len(head.validation_curve_)
+
+
+def test_a_fall_under_tol_still_keeps_the_lowest_loss_epoch():
+    X, y = _separable()
+    head = HeadClassifier(HeadParams(recipe="fast", epochs=60, tol=0.05)).fit(X, y)
+    assert head.best_epoch_ == int(np.argmin(head.validation_curve_)) + 1
+
+
+@pytest.mark.parametrize("tol", [-1e-3, 1.0, float("nan")])
+def test_tol_out_of_range_is_refused(tol: float):
+    with pytest.raises(InvalidParameterError, match="tol"):
+        HeadParams(tol=tol).validate()
+
+
 @pytest.mark.parametrize("patience", [1, 3])
 def test_the_fast_recipe_stops_after_patience_epochs_without_improving_and_keeps_the_best(
     patience: int,
