@@ -31,6 +31,7 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
+from sqlheads.redeploy import deploy_model
 from sqlheads.store import migrations
 from sqlheads.store.repository import (
     HEAD_BUSY,
@@ -461,7 +462,7 @@ def _record_version(
         }
     )
     if bool(result["deploy"]):
-        store.deploy(head, model.model_id, result["deploy_reason"])
+        deploy_model(store, model, result["deploy_reason"])
     return {
         "head": head,
         "version": model.version,
@@ -773,9 +774,7 @@ def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
-    model = store.find_model(head, version)
-    store.deploy(head, model.model_id, procedures.REASON_BY_HAND)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.find_model(head, version), procedures.REASON_BY_HAND)
 
 
 @_holding("head", HEAD_BUSY)
@@ -800,9 +799,7 @@ def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, procedures.REASON_ROLL_BACK)
-    model = store.model_by_id(previous)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.model_by_id(previous), procedures.REASON_ROLL_BACK)
 
 
 def models(store: Store, *, head: str | None = None) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -566,16 +566,6 @@ class Store:
             .limit(1)
         ).scalar_one_or_none()
 
-    def deploy(self, head: str, model_id: int, reason: str) -> None:
-        """Deploy a model; the predictions of the version it replaces go in the same
-        transaction (no view shows them any more; a version scored with ``--version`` while
-        another was deployed keeps its predictions until it is itself deployed and replaced)."""
-        with self.engine.begin() as c:
-            replaced = self._deployed_model_id(c, head)
-            c.execute(insert(s.deployments).values(head=head, model_id=model_id, reason=reason))
-            if replaced is not None and replaced != model_id:
-                c.execute(delete(s.predictions).where(s.predictions.c.model_id == replaced))
-
     def deployment_history(self, head: str) -> list[int]:
         """Model ids deployed for a head, newest first."""
         with self.engine.connect() as c:
@@ -602,8 +592,19 @@ class Store:
             c.execute(delete(s.models).where(s.models.c.head == head))
         return len(ids)
 
-    def write_predictions(self, model_id: int, set_id: int, output: pd.DataFrame) -> None:
-        """Insert or replace one batch of predictions, in one transaction."""
+    def write_predictions(
+        self,
+        model_id: int,
+        set_id: int,
+        output: pd.DataFrame,
+        connection: Connection | None = None,
+    ) -> None:
+        """Insert or replace one batch of predictions, in one transaction (``connection``'s
+        open one, if given: deploy writes many batches in one)."""
+        if connection is None:
+            with self.engine.begin() as c:
+                self.write_predictions(model_id, set_id, output, c)
+            return
         rows = [
             {
                 "model_id": model_id,
@@ -617,7 +618,7 @@ class Store:
         ]
         if not rows:
             return
-        with self.engine.begin() as c:
+        with nullcontext(connection) as c:
             if self.is_sqlite:
                 # One upsert instead of a delete per key chunk: the delete was a third to a half
                 # of predict's time even when there was nothing to replace.

@@ -279,9 +279,35 @@ def _current_deployments():
     )
 
 
+def _last_deployments(name: str):
+    """Each version's newest deployment: the later, the more it stands for its head."""
+    return (
+        select(deployments.c.model_id, func.max(deployments.c.deployment_id).label("deployment_id"))
+        .group_by(deployments.c.model_id)
+        .subquery(name)
+    )
+
+
 def latest_predictions_select():
-    """Predictions of the deployed model of each head: what a BI tool reads."""
-    current = _current_deployments()
+    """Each row's prediction by the most recently deployed version of its head that has one:
+    the deployed version's, or where a deploy could not re-score a set (a text model whose set
+    has no known source), the version it replaced, until predict runs. What a BI tool reads."""
+    shown = _last_deployments("shown")
+    newer = _last_deployments("newer")
+    newer_predictions = predictions.alias("newer_predictions")
+    newer_models = models.alias("newer_models")
+    superseded = (
+        select(newer_predictions.c.model_id)
+        .join(newer, newer.c.model_id == newer_predictions.c.model_id)
+        .join(newer_models, newer_models.c.model_id == newer_predictions.c.model_id)
+        .where(
+            newer_predictions.c.set_id == predictions.c.set_id,
+            newer_predictions.c.item_key == predictions.c.item_key,
+            newer_models.c.head == models.c.head,
+            newer.c.deployment_id > shown.c.deployment_id,
+        )
+        .exists()
+    )
     return (
         select(
             models.c.head,
@@ -295,9 +321,10 @@ def latest_predictions_select():
             predictions.c.predicted_at,
         )
         .select_from(predictions)
-        .join(current, current.c.model_id == predictions.c.model_id)
+        .join(shown, shown.c.model_id == predictions.c.model_id)
         .join(models, models.c.model_id == predictions.c.model_id)
         .join(embedding_sets, embedding_sets.c.set_id == predictions.c.set_id)
+        .where(~superseded)
     )
 
 
