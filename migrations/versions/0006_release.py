@@ -32,12 +32,14 @@ FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployme
 FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = predictions.model_id JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id"""  # noqa: W291, E501
 
 LATEST_PREDICTIONS_AFTER = """SELECT models.head, models.version, predictions.model_id, embedding_sets.name AS set_name, predictions.item_key, predictions.label, predictions.score, predictions.probabilities_json, predictions.predicted_at 
-FROM predictions JOIN (SELECT deployments.model_id AS model_id, max(deployments.deployment_id) AS deployment_id 
-FROM deployments GROUP BY deployments.model_id) AS shown ON shown.model_id = predictions.model_id JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id 
-WHERE NOT (EXISTS (SELECT newer_predictions.model_id 
-FROM predictions AS newer_predictions JOIN (SELECT deployments.model_id AS model_id, max(deployments.deployment_id) AS deployment_id 
-FROM deployments GROUP BY deployments.model_id) AS newer ON newer.model_id = newer_predictions.model_id JOIN models AS newer_models ON newer_models.model_id = newer_predictions.model_id 
-WHERE newer_predictions.set_id = predictions.set_id AND newer_predictions.item_key = predictions.item_key AND newer_models.head = models.head AND newer.deployment_id > shown.deployment_id))"""  # noqa: W291, E501
+FROM predictions JOIN (SELECT deployments.model_id AS model_id, deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.model_id, deployments.head) AS shown ON shown.model_id = predictions.model_id JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON newest.head = shown.head JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id 
+WHERE shown.deployment_id = newest.deployment_id OR NOT (EXISTS (SELECT newer_predictions.model_id 
+FROM predictions AS newer_predictions 
+WHERE newer_predictions.model_id IN (SELECT later.model_id 
+FROM deployments AS later 
+WHERE later.head = shown.head AND later.deployment_id > shown.deployment_id) AND newer_predictions.set_id = predictions.set_id AND newer_predictions.item_key = predictions.item_key))"""  # noqa: W291, E501
 
 
 def _replace_latest_predictions(sql: str) -> None:
