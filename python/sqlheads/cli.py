@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads import host
+from sqlheads import cli_help, host
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import DatabaseError, SqlheadsError
@@ -39,6 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
+cli_help.hide_flag_types()
 
 
 class _Options:
@@ -96,7 +97,11 @@ def _fail(error: SqlheadsError) -> None:
         typer.echo(json.dumps({"error": error.message, "number": error.number}))
     else:
         # escape: messages quote SQL and extras such as [mssql], which are not markup
-        console.print(f"[bold red]error {error.number}:[/] {escape(error.message)}")
+        # A log file or a pipe gets the message on one line, not wrapped at 80 columns.
+        console.print(
+            f"[bold red]error {error.number}:[/] {escape(error.message)}",
+            soft_wrap=not console.is_terminal,
+        )
     raise typer.Exit(2)
 
 
@@ -486,7 +491,7 @@ def predict(
 
 @app.command()
 def deploy(
-    head: Annotated[str, typer.Option()],
+    head: Annotated[str, typer.Option(help="The head whose version to deploy.")],
     version: Annotated[int, typer.Option(help="Version to deploy.")],
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
@@ -499,7 +504,8 @@ def deploy(
 
 @app.command("roll-back")
 def roll_back(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to deploy the previous version of.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Deploy again the version deployed before the current one (heads.roll_back)."""
     _run(
@@ -557,7 +563,8 @@ def _cell(column: str, value: Any) -> str:
 
 @app.command("drop-head")
 def drop_head(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to delete, with every version.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Delete a head: its versions, deployments and predictions."""
     _run(
@@ -567,7 +574,9 @@ def drop_head(
 
 
 @app.command("drop-set")
-def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
+def drop_set(
+    set_name: Annotated[str, typer.Option("--set", help="The embedding set to delete.")],
+) -> None:
     """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
 
     def action() -> dict[str, Any]:

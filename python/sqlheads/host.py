@@ -312,9 +312,20 @@ def embed_rows(
     # column is refused with no set created and no encoder registered.
     chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
     first = next(chunks, None)
+    if first is None and embedding_set is None:
+        # An empty new set would be created silently and trained on later to no avail.
+        raise QueryShapeError(
+            f"the source query returned no rows: set {set_name!r} was not created; check the "
+            "query's FROM and WHERE clauses (embed an existing set again with an empty source "
+            "to change nothing)"
+        )
     duplicated = store.duplicate_keys(source)
     if embedding_set is None:
-        if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
+        # Only the default encoder is exported on first use; another name must be registered.
+        first_use = (
+            encoder in (None, DEFAULT_ENCODER) and store.find_encoder(DEFAULT_ENCODER) is None
+        )
+        if stage is not None and first_use:
             stage("exporting the encoder to ONNX (first use only)")
         chosen = resolve_encoder(store, encoder)
     if stage is not None:
@@ -805,4 +816,10 @@ def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 def models(store: Store, *, head: str | None = None) -> pd.DataFrame:
     if head is not None:
         validate_name("head", head)
-    return store.read_view("model_summary", head=head)
+    listed = store.read_view("model_summary", head=head)
+    if head is not None and listed.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`, "
+            "or list every head with `sqlheads models`"
+        )
+    return listed

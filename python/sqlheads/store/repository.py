@@ -241,7 +241,8 @@ class Store:
             result = connection.exec_driver_sql(sql.strip().rstrip(";"))
         except DBAPIError as error:
             raise QueryShapeError(
-                f"the {what} query failed: {error.orig}. Check it runs on its own first"
+                f"the {what} query failed: {str(error.orig).rstrip('.')}. Check it runs on its "
+                "own first"
             ) from None
         try:
             if not result.returns_rows:
