@@ -101,3 +101,46 @@ def test_an_embed_whose_source_returns_no_rows_is_refused_and_creates_nothing(tm
     error = json.loads(result.stdout)
     assert error["number"] == 50003 and "returned no rows" in error["error"]
     assert Store.from_url(url).find_set("s") is None
+
+
+def test_request_teacher_options_have_help_and_the_jobs_defaults():
+    from dataclasses import fields
+
+    from sqlheads import cli_help
+    from sqlheads.engine.teacher import TeacherParams
+    from sqlheads.teacher_job import DEFAULTS
+
+    knobs = {f.name: f.default for f in fields(TeacherParams)}
+    for name, (_, default) in cli_help.TEACHER_OPTIONS.items():
+        if name == "student_model":
+            assert default == DEFAULTS["student_model"]
+        elif name in knobs:
+            assert default == ("none" if knobs[name] is None else knobs[name]), name
+    text = _help("request-teacher")
+    for name in cli_help.TEACHER_OPTIONS:
+        line = next(line for line in text.splitlines() if f"--{name.replace('_', '-')} " in line)
+        assert cli_help.TEACHER_OPTIONS[name][0][:20] in line, line
+    assert "(default 3)" in text and "(default 16)" in text
+
+
+def test_a_missing_sqlite_folder_names_the_path_and_the_fix(tmp_path):
+    url = f"sqlite:///{tmp_path / 'no' / 'such' / 'heads.db'}"
+    result = runner.invoke(app, ["--url", url, "--json", "models"])
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)
+    assert error["number"] == 50013
+    assert str(tmp_path / "no" / "such") in error["error"] and "mkdir -p" in error["error"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_sqlite_folder_names_the_path_and_the_fix(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        result = runner.invoke(app, ["--url", f"sqlite:///{folder / 'h.db'}", "--json", "models"])
+    finally:
+        folder.chmod(0o755)
+    error = json.loads(result.stdout)
+    assert error["number"] == 50013 and "read-only" in error["error"]
+    assert str(folder) in error["error"]

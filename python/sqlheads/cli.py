@@ -677,20 +677,32 @@ def request_teacher(
         list[str] | None,
         typer.Option(help="encoder and/or word (repeatable); none: pass --no-students."),
     ] = None,
-    no_students: Annotated[bool, typer.Option("--no-students")] = False,
-    student_model: Annotated[str | None, typer.Option()] = None,
+    no_students: Annotated[
+        bool, typer.Option("--no-students", help=cli_help.teacher_help("no_students"))
+    ] = False,
+    student_model: Annotated[
+        str | None, typer.Option(help=cli_help.teacher_help("student_model"))
+    ] = None,
     deploy: Annotated[str | None, typer.Option(help="if-better, always or never.")] = None,
-    epochs: Annotated[int | None, typer.Option()] = None,
-    batch_size: Annotated[int | None, typer.Option()] = None,
-    lr: Annotated[float | None, typer.Option()] = None,
-    max_length: Annotated[int | None, typer.Option()] = None,
-    warmup_ratio: Annotated[float | None, typer.Option()] = None,
-    grad_accumulation: Annotated[int | None, typer.Option()] = None,
-    patience: Annotated[int | None, typer.Option()] = None,
+    epochs: Annotated[int | None, typer.Option(help=cli_help.teacher_help("epochs"))] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("batch_size"))
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help=cli_help.teacher_help("lr"))] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("max_length"))
+    ] = None,
+    warmup_ratio: Annotated[
+        float | None, typer.Option(help=cli_help.teacher_help("warmup_ratio"))
+    ] = None,
+    grad_accumulation: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("grad_accumulation"))
+    ] = None,
+    patience: Annotated[int | None, typer.Option(help=cli_help.teacher_help("patience"))] = None,
     compile: Annotated[str | None, typer.Option(help="auto, on or off.")] = None,
     precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
-    seed: Annotated[int | None, typer.Option()] = None,
-    max_steps: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int | None, typer.Option(help=cli_help.teacher_help("seed"))] = None,
+    max_steps: Annotated[int | None, typer.Option(help=cli_help.teacher_help("max_steps"))] = None,
 ) -> None:
     """Queue fine-tuning a teacher on a head's labels (then soft labels and students)."""
     from sqlheads.job_requests import request_teacher as request

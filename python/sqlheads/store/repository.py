@@ -33,6 +33,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema as s
 from sqlheads.store.drivers import check_mssql_url
+from sqlheads.store.sqlite_file import check_sqlite_file
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SET_BUSY = (
@@ -92,6 +93,7 @@ def _shown(url: str) -> str:
 
 def _create_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
+        check_sqlite_file(make_url(url).database)
         engine = create_engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")
