@@ -144,3 +144,8 @@ def test_a_read_only_sqlite_folder_names_the_path_and_the_fix(tmp_path):
     error = json.loads(result.stdout)
     assert error["number"] == 50013 and "read-only" in error["error"]
     assert str(folder) in error["error"]
+
+
+def test_recipe_auto_is_explained():
+    text = " ".join(_help("train").split())
+    assert "auto: fast from 20,000 training rows on, seed below" in text.replace("│ ", "")

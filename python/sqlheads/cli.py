@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 
 from sqlheads import cli_help, host
 from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.errors import DatabaseError, SqlheadsError
 from sqlheads.host import LOCK_TIMEOUT_MS
 from sqlheads.store import migrations
@@ -326,7 +326,11 @@ def train(
         int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
     ] = None,
     recipe: Annotated[
-        str, typer.Option(help="fast (early stopping) or seed (Adam amsgrad, linear decay).")
+        str,
+        typer.Option(
+            help=f"auto: fast from {FAST_FROM_ROWS:,} training rows on, seed below; fast "
+            "(early stopping) or seed (Adam amsgrad, linear decay)."
+        ),
     ] = HeadParams.recipe,
     epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
         HeadParams.epochs
