@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads import cli_help, host
+from sqlheads import cli_help, cli_tables, host
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.errors import DatabaseError, SqlheadsError
@@ -257,30 +257,20 @@ def encoders() -> None:
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
-        catalogue = Table(
-            "model", "dim", "MB int8/fp32", "installed", "registered as", "rows/s", "accuracy",
-            title="catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+        out.print(
+            cli_tables.fitted_table(
+                "catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+                cli_tables.CATALOGUE, result["catalogue"], out.width,
+            )
         )  # fmt: skip
-        for e in result["catalogue"]:
-            catalogue.add_row(
-                e["model"], str(e["dim"]), f"{e['int8_mb']}/{e['fp32_mb']}",
-                "yes" if e["installed"] else "no", ", ".join(e["registered_as"]),
-                e["rows_per_second"], e["accuracy"],
-            )  # fmt: skip
-        out.print(catalogue)
         for e in result["catalogue"]:
             if not e["installed"]:
                 out.print(f"to install {e['model']}: {e['install']}")
-        registered = Table(
-            "name", "dim", "max length", "quantization", "MB", "parity cosine",
-            title="registered in this store",
-        )  # fmt: skip
-        for r in result["registered"]:
-            registered.add_row(
-                r["name"], str(r["dim"]), str(r["max_length"]), r["quantization"],
-                str(r["mb"]), str(r["parity_cosine"]),
-            )  # fmt: skip
-        out.print(registered)
+        out.print(
+            cli_tables.fitted_table(
+                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width
+            )
+        )
 
     _run(lambda: host.encoders(_store()), "encoders", render)
 
@@ -518,18 +508,6 @@ def roll_back(
     )
 
 
-# What `models` shows by default, under short headers: this fits 80 columns with 12-letter
-# names; --wide (or --json) gives every column of model_summary.
-MODEL_COLUMNS = {
-    "head": "head",
-    "version": "version",
-    "is_deployed": "deployed",
-    "accuracy": "accuracy",
-    "macro_f1": "macro_f1",
-    "set_name": "set",
-}
-
-
 @app.command()
 def models(
     head: Annotated[str | None, typer.Option(help="Only this head.")] = None,
@@ -544,25 +522,11 @@ def models(
         return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
 
     def render(result: dict[str, Any]) -> None:
-        records = result["models"]
-        columns = dict(MODEL_COLUMNS)
-        if wide and records:
-            columns = {column: column for column in records[0]}
-        # Numbers never shrink to "0.…": only the names may wrap.
-        table = Table(title="model_summary")
-        for column, header in columns.items():
-            table.add_column(header, no_wrap=column not in ("head", "set_name"))
-        for record in records:
-            table.add_row(*[_cell(column, record[column]) for column in columns])
-        Console().print(table)
+        out = Console()
+        columns = cli_tables.MODELS_WIDE if wide else cli_tables.MODELS
+        out.print(cli_tables.fitted_table("model_summary", columns, result["models"], out.width))
 
     _run(action, "models", render)
-
-
-def _cell(column: str, value: Any) -> str:
-    if column == "is_deployed":
-        return "yes" if value else ""
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 @app.command("drop-head")
@@ -739,12 +703,6 @@ def request_teacher(
     )
 
 
-JOB_COLUMNS = (
-    "job_id", "kind", "state", "head", "set_name", "part", "parts", "attempts", "claimed_by",
-    "stage", "progress_done", "progress_total", "error_number", "requested_at",
-)  # fmt: skip
-
-
 @app.command()
 def jobs(
     state: Annotated[
@@ -756,12 +714,8 @@ def jobs(
     from sqlheads.job_requests import jobs as listing
 
     def render(result: dict[str, Any]) -> None:
-        table = Table(title="jobs")
-        for column in JOB_COLUMNS:
-            table.add_column(column)
-        for record in result["jobs"]:
-            table.add_row(*["" if record[c] is None else str(record[c]) for c in JOB_COLUMNS])
-        Console().print(table)
+        out = Console()
+        out.print(cli_tables.fitted_table("jobs", cli_tables.JOBS, result["jobs"], out.width))
 
     _run(lambda: listing(_store(), state=state, kind=kind), "jobs", render)
 

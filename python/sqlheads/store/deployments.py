@@ -102,27 +102,27 @@ def _standing_rows(
     c: Connection, set_id: int, model_ids: list[int], batch_rows: int
 ) -> Iterator[pd.DataFrame]:
     """The keys the earlier versions predicted in a set, with the set's vector of each, in key
-    order by key ranges (each batch is read before the caller writes: memory stays flat)."""
-    keys = (
-        select(s.predictions.c.item_key)
-        .distinct()
-        .where(s.predictions.c.set_id == set_id, s.predictions.c.model_id.in_(model_ids))
-        .subquery("standing")
-    )
+    order by key ranges (each page is read before the caller writes: memory stays flat; the
+    range is applied inside the page's own query, so a page costs a range scan of the key)."""
     last: str | None = None
     while True:
-        query = (
-            select(keys.c.item_key, s.embeddings.c.vector)
-            .select_from(keys)
-            .outerjoin(
-                s.embeddings,
-                and_(s.embeddings.c.set_id == set_id, s.embeddings.c.item_key == keys.c.item_key),
-            )
-            .order_by(keys.c.item_key)
-            .limit(batch_rows)
+        keys = (
+            select(s.predictions.c.item_key)
+            .distinct()
+            .where(s.predictions.c.set_id == set_id, s.predictions.c.model_id.in_(model_ids))
         )
         if last is not None:
-            query = query.where(keys.c.item_key > last)
+            keys = keys.where(s.predictions.c.item_key > last)
+        page = keys.order_by(s.predictions.c.item_key).limit(batch_rows).subquery("standing")
+        query = (
+            select(page.c.item_key, s.embeddings.c.vector)
+            .select_from(page)
+            .outerjoin(
+                s.embeddings,
+                and_(s.embeddings.c.set_id == set_id, s.embeddings.c.item_key == page.c.item_key),
+            )
+            .order_by(page.c.item_key)
+        )
         rows = c.execute(query).all()
         if not rows:
             return
