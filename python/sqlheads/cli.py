@@ -763,5 +763,18 @@ def report(
     _run(lambda: build_report(_store(), head, version=version, out_dir=out), "report")
 
 
+@app.command()
+def plot(
+    what: Annotated[str, typer.Argument(help="versions, students (both need --head) or job.")],
+    head: Annotated[str | None, typer.Option(help="The head (versions, students).")] = None,
+    job_id: Annotated[int | None, typer.Option("--job-id", help="The job (job).")] = None,
+    out: Annotated[str | None, typer.Option(help="The PNG (default WHAT-NAME.png).")] = None,
+) -> None:
+    """Draw a head's versions over time, its teacher and students, or a job's progress."""
+    from sqlheads.plots import plot_figure
+
+    _run(lambda: plot_figure(_store(), what, head=head, job_id=job_id, out=out), "plot")
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

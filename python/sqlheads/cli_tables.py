@@ -96,7 +96,7 @@ REGISTERED = (
     Column("name", "name", 0),
     Column("quantization", "quantization", 1),
     Column("dim", "dim", 2),
-    Column("mb", "MB", 3),
+    Column("mb", "MB", 3, lambda r: str(r["mb"])),
     Column("max_length", "max length", 4),
     Column("parity_cosine", "parity cosine", 5),
 )
