@@ -62,7 +62,7 @@ def test_tables_fit_80_and_200_columns(listed: str, command, at_80):
         assert all(header in caption for header in left_out), (left_out, caption)
     assert len(_headers(wide)) >= len(_headers(narrow))
     if command == ("models", "--wide"):
-        assert {"encoder", "rows train", "model_id"} <= set(_headers(wide))
+        assert {"encoder_name", "rows_train", "model_id"} <= set(_headers(wide))
         assert any("not shown at 80 columns" in line for line in narrow)
     if command == ("models",):
         assert "sentiment_of_reviews" in "\n".join(narrow)

@@ -110,15 +110,16 @@ MODELS = (
     Column("macro_f1", "macro_f1", 5),
     Column("set_name", "set", 6),
 )
+# --wide adds model_summary's other columns under their own names.
 MODELS_WIDE = (
     *MODELS,
-    Column("encoder_name", "encoder", 7),
-    Column("rows_train", "rows train", 8),
+    Column("encoder_name", "encoder_name", 7),
+    Column("rows_train", "rows_train", 8),
     Column("model_id", "model_id", 9),
-    Column("rows_test", "rows test", 10),
+    Column("rows_test", "rows_test", 10),
     Column("seconds", "seconds", 11),
     Column("parameters", "parameters", 12),
-    Column("created_at", "created", 13),
+    Column("created_at", "created_at", 13),
     Column("teacher", "teacher", 14),
-    Column("teacher_accuracy", "teacher accuracy", 15),
+    Column("teacher_accuracy", "teacher_accuracy", 15),
 )
