@@ -24,9 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
-from sqlheads import host
+from sqlheads import cli_help, cli_tables, host
 from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.errors import DatabaseError, SqlheadsError
 from sqlheads.host import LOCK_TIMEOUT_MS
 from sqlheads.store import migrations
@@ -39,6 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
+cli_help.hide_flag_types()
 
 
 class _Options:
@@ -96,7 +97,11 @@ def _fail(error: SqlheadsError) -> None:
         typer.echo(json.dumps({"error": error.message, "number": error.number}))
     else:
         # escape: messages quote SQL and extras such as [mssql], which are not markup
-        console.print(f"[bold red]error {error.number}:[/] {escape(error.message)}")
+        # A log file or a pipe gets the message on one line, not wrapped at 80 columns.
+        console.print(
+            f"[bold red]error {error.number}:[/] {escape(error.message)}",
+            soft_wrap=not console.is_terminal,
+        )
     raise typer.Exit(2)
 
 
@@ -252,30 +257,20 @@ def encoders() -> None:
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
-        catalogue = Table(
-            "model", "dim", "MB int8/fp32", "installed", "registered as", "rows/s", "accuracy",
-            title="catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+        out.print(
+            cli_tables.fitted_table(
+                "catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+                cli_tables.CATALOGUE, result["catalogue"], out.width,
+            )
         )  # fmt: skip
-        for e in result["catalogue"]:
-            catalogue.add_row(
-                e["model"], str(e["dim"]), f"{e['int8_mb']}/{e['fp32_mb']}",
-                "yes" if e["installed"] else "no", ", ".join(e["registered_as"]),
-                e["rows_per_second"], e["accuracy"],
-            )  # fmt: skip
-        out.print(catalogue)
         for e in result["catalogue"]:
             if not e["installed"]:
                 out.print(f"to install {e['model']}: {e['install']}")
-        registered = Table(
-            "name", "dim", "max length", "quantization", "MB", "parity cosine",
-            title="registered in this store",
-        )  # fmt: skip
-        for r in result["registered"]:
-            registered.add_row(
-                r["name"], str(r["dim"]), str(r["max_length"]), r["quantization"],
-                str(r["mb"]), str(r["parity_cosine"]),
-            )  # fmt: skip
-        out.print(registered)
+        out.print(
+            cli_tables.fitted_table(
+                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width
+            )
+        )
 
     _run(lambda: host.encoders(_store()), "encoders", render)
 
@@ -321,7 +316,11 @@ def train(
         int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
     ] = None,
     recipe: Annotated[
-        str, typer.Option(help="fast (early stopping) or seed (Adam amsgrad, linear decay).")
+        str,
+        typer.Option(
+            help=f"auto: fast from {FAST_FROM_ROWS:,} training rows on, seed below; fast "
+            "(early stopping) or seed (Adam amsgrad, linear decay)."
+        ),
     ] = HeadParams.recipe,
     epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
         HeadParams.epochs
@@ -495,7 +494,7 @@ def predict(
 
 @app.command()
 def deploy(
-    head: Annotated[str, typer.Option()],
+    head: Annotated[str, typer.Option(help="The head whose version to deploy.")],
     version: Annotated[int, typer.Option(help="Version to deploy.")],
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
@@ -508,26 +507,14 @@ def deploy(
 
 @app.command("roll-back")
 def roll_back(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to deploy the previous version of.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Deploy again the version deployed before the current one (heads.roll_back)."""
     _run(
         lambda: host.roll_back(_store(), head=head, lock_timeout_ms=lock_timeout_ms),
         "roll-back",
     )
-
-
-# What `models` shows by default, under short headers: this fits 80 columns with 12-letter
-# names; --wide (or --json) gives every column of model_summary.
-MODEL_COLUMNS = {
-    "head": "head",
-    "version": "version",
-    "is_deployed": "deployed",
-    "accuracy": "accuracy",
-    "macro_f1": "macro_f1",
-    "set_name": "set",
-}
-BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
 
 
 @app.command()
@@ -544,35 +531,21 @@ def models(
         return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
 
     def render(result: dict[str, Any]) -> None:
-        records = result["models"]
-        columns = dict(MODEL_COLUMNS)
-        if wide and records:
-            columns = {column: column for column in records[0]}
-        # Numbers never shrink to "0.…": only the names may wrap.
-        table = Table(title="model_summary")
-        for column, header in columns.items():
-            table.add_column(header, no_wrap=column not in ("head", "set_name"))
-        for record in records:
-            cells = {column: _cell(column, record[column]) for column in columns}
-            if record.get("below_baseline") and not wide:
-                cells["accuracy"] += BELOW_BASELINE
-            table.add_row(*cells.values())
-        if any(record.get("below_baseline") for record in records) and not wide:
-            table.caption = f"{BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
-        Console().print(table)
+        out = Console()
+        columns = cli_tables.MODELS_WIDE if wide else cli_tables.MODELS
+        table = cli_tables.fitted_table("model_summary", columns, result["models"], out.width)
+        if not wide and any(record.get("below_baseline") for record in result["models"]):
+            below = f"{cli_tables.BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
+            table.caption = below if table.caption is None else f"{below}; {table.caption}"
+        out.print(table)
 
     _run(action, "models", render)
 
 
-def _cell(column: str, value: Any) -> str:
-    if column == "is_deployed":
-        return "yes" if value else ""
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 @app.command("drop-head")
 def drop_head(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to delete, with every version.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Delete a head: its versions, deployments and predictions."""
     _run(
@@ -582,7 +555,9 @@ def drop_head(
 
 
 @app.command("drop-set")
-def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
+def drop_set(
+    set_name: Annotated[str, typer.Option("--set", help="The embedding set to delete.")],
+) -> None:
     """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
 
     def action() -> dict[str, Any]:
@@ -683,20 +658,32 @@ def request_teacher(
         list[str] | None,
         typer.Option(help="encoder and/or word (repeatable); none: pass --no-students."),
     ] = None,
-    no_students: Annotated[bool, typer.Option("--no-students")] = False,
-    student_model: Annotated[str | None, typer.Option()] = None,
+    no_students: Annotated[
+        bool, typer.Option("--no-students", help=cli_help.teacher_help("no_students"))
+    ] = False,
+    student_model: Annotated[
+        str | None, typer.Option(help=cli_help.teacher_help("student_model"))
+    ] = None,
     deploy: Annotated[str | None, typer.Option(help="if-better, always or never.")] = None,
-    epochs: Annotated[int | None, typer.Option()] = None,
-    batch_size: Annotated[int | None, typer.Option()] = None,
-    lr: Annotated[float | None, typer.Option()] = None,
-    max_length: Annotated[int | None, typer.Option()] = None,
-    warmup_ratio: Annotated[float | None, typer.Option()] = None,
-    grad_accumulation: Annotated[int | None, typer.Option()] = None,
-    patience: Annotated[int | None, typer.Option()] = None,
+    epochs: Annotated[int | None, typer.Option(help=cli_help.teacher_help("epochs"))] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("batch_size"))
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help=cli_help.teacher_help("lr"))] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("max_length"))
+    ] = None,
+    warmup_ratio: Annotated[
+        float | None, typer.Option(help=cli_help.teacher_help("warmup_ratio"))
+    ] = None,
+    grad_accumulation: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("grad_accumulation"))
+    ] = None,
+    patience: Annotated[int | None, typer.Option(help=cli_help.teacher_help("patience"))] = None,
     compile: Annotated[str | None, typer.Option(help="auto, on or off.")] = None,
     precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
-    seed: Annotated[int | None, typer.Option()] = None,
-    max_steps: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int | None, typer.Option(help=cli_help.teacher_help("seed"))] = None,
+    max_steps: Annotated[int | None, typer.Option(help=cli_help.teacher_help("max_steps"))] = None,
 ) -> None:
     """Queue fine-tuning a teacher on a head's labels (then soft labels and students)."""
     from sqlheads.sidecar.requests import request_teacher as request
@@ -729,12 +716,6 @@ def request_teacher(
     )
 
 
-JOB_COLUMNS = (
-    "job_id", "kind", "state", "head", "set_name", "part", "parts", "attempts", "claimed_by",
-    "stage", "progress_done", "progress_total", "error_number", "requested_at",
-)  # fmt: skip
-
-
 @app.command()
 def jobs(
     state: Annotated[
@@ -746,12 +727,8 @@ def jobs(
     from sqlheads.sidecar.requests import jobs as listing
 
     def render(result: dict[str, Any]) -> None:
-        table = Table(title="jobs")
-        for column in JOB_COLUMNS:
-            table.add_column(column)
-        for record in result["jobs"]:
-            table.add_row(*["" if record[c] is None else str(record[c]) for c in JOB_COLUMNS])
-        Console().print(table)
+        out = Console()
+        out.print(cli_tables.fitted_table("jobs", cli_tables.JOBS, result["jobs"], out.width))
 
     _run(lambda: listing(_store(), state=state, kind=kind), "jobs", render)
 
@@ -797,6 +774,19 @@ def report(
     from sqlheads.report import build_report
 
     _run(lambda: build_report(_store(), head, version=version, out_dir=out), "report")
+
+
+@app.command()
+def plot(
+    what: Annotated[str, typer.Argument(help="versions, students (both need --head) or job.")],
+    head: Annotated[str | None, typer.Option(help="The head (versions, students).")] = None,
+    job_id: Annotated[int | None, typer.Option("--job-id", help="The job (job).")] = None,
+    out: Annotated[str | None, typer.Option(help="The PNG (default WHAT-NAME.png).")] = None,
+) -> None:
+    """Draw a head's versions over time, its teacher and students, or a job's progress."""
+    from sqlheads.plots import plot_figure
+
+    _run(lambda: plot_figure(_store(), what, head=head, job_id=job_id, out=out), "plot")
 
 
 if __name__ == "__main__":  # pragma: no cover

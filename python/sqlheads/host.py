@@ -32,6 +32,7 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
+from sqlheads.redeploy import deploy_model
 from sqlheads.store import job_inputs, migrations
 from sqlheads.store.repository import (
     HEAD_BUSY,
@@ -336,8 +337,19 @@ def embed_rows(
         )
         duplicated = job_inputs.duplicate_keys(store, captured_job_id)
     first = next(chunks, None)
+    if first is None and embedding_set is None:
+        # An empty new set would be created silently and trained on later to no avail.
+        raise QueryShapeError(
+            f"the source query returned no rows: set {set_name!r} was not created; check the "
+            "query's FROM and WHERE clauses (embed an existing set again with an empty source "
+            "to change nothing)"
+        )
     if embedding_set is None:
-        if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
+        # Only the default encoder is exported on first use; another name must be registered.
+        first_use = (
+            encoder in (None, DEFAULT_ENCODER) and store.find_encoder(DEFAULT_ENCODER) is None
+        )
+        if stage is not None and first_use:
             stage("exporting the encoder to ONNX (first use only)")
         chosen = resolve_encoder(store, encoder)
     if stage is not None:
@@ -510,7 +522,7 @@ def record_version(
         }
     )
     if bool(result["deploy"]):
-        store.deploy(head, model.model_id, result["deploy_reason"])
+        deploy_model(store, model, result["deploy_reason"])
     return {
         "head": head,
         "version": model.version,
@@ -835,9 +847,7 @@ def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
-    model = store.find_model(head, version)
-    store.deploy(head, model.model_id, procedures.REASON_BY_HAND)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.find_model(head, version), procedures.REASON_BY_HAND)
 
 
 @_holding("head", HEAD_BUSY)
@@ -862,12 +872,16 @@ def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, procedures.REASON_ROLL_BACK)
-    model = store.model_by_id(previous)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.model_by_id(previous), procedures.REASON_ROLL_BACK)
 
 
 def models(store: Store, *, head: str | None = None) -> pd.DataFrame:
     if head is not None:
         validate_name("head", head)
-    return store.read_view("model_summary", head=head)
+    listed = store.read_view("model_summary", head=head)
+    if head is not None and listed.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`, "
+            "or list every head with `sqlheads models`"
+        )
+    return listed

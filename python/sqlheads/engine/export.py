@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -290,6 +293,26 @@ def _fuse(onnx_bytes: bytes, config) -> bytes:
         return out.read_bytes()
 
 
+class _PreprocessingAdvice(logging.Filter):
+    """onnxruntime advises pre-processing (its shape inference and graph optimisation) on the
+    root logger at every quantisation; the export has already optimised the graph, and a user
+    seeing the advice on first use can do nothing with it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextmanager
+def without_preprocessing_advice() -> Iterator[None]:
+    """Quantise without onnxruntime's advice to pre-process (issue 20)."""
+    advice = _PreprocessingAdvice()
+    logging.getLogger().addFilter(advice)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
 def weight_matmuls(onnx_bytes: bytes) -> tuple[int, int]:
     """How many matrix products by a stored weight the graph runs in int8, and how many in float.
 
@@ -319,6 +342,7 @@ def int8_kind(onnx_bytes: bytes, model_dir: Path) -> str:
     return INT8 if floats == 0 else INT8_PARTIAL
 
 
+@without_preprocessing_advice()
 def _quantize_int8(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> bytes:
     """Per-channel dynamic int8; MatMul nodes whose name ``exclude`` matches stay fp32.
 
