@@ -33,6 +33,7 @@ from sqlheads.errors import (
     UnknownJobKindError,
 )
 from sqlheads.store import schema as s
+from sqlheads.store.frames import typed_frame
 from sqlheads.store.repository import Store, validate_name
 
 FINISHED = ("done", "failed", "cancelled")
@@ -179,7 +180,7 @@ class JobQueue:
             query = query.where(q.kind == kind)
         with self.store.engine.connect() as c:
             rows = c.execute(query).all()
-        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+        return typed_frame(rows, query.selected_columns)
 
     # -- claims --------------------------------------------------------------------------------
 
