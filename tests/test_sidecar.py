@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.errors import DeviceUnavailableError, JobStateError
-from sqlheads.job_requests import cancel_job, jobs, request_embed
-from sqlheads.sidecar import Sidecar, SidecarOptions
+from sqlheads.sidecar.requests import cancel_job, jobs, request_embed
+from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
@@ -257,7 +257,7 @@ def test_cli_request_list_cancel(reviews: Store) -> None:
 def test_request_teacher_refuses_a_missing_set_or_text(reviews: Store) -> None:
     """Refused before anything is queued (the teacher job's own checks come after these)."""
     from sqlheads.errors import MissingTextError, NotFoundError
-    from sqlheads.job_requests import request_teacher
+    from sqlheads.sidecar.requests import request_teacher
 
     labels = "SELECT item_key, 'x' AS label FROM reviews"
     with pytest.raises(NotFoundError) as missing:

@@ -49,6 +49,18 @@ def test_sqlheads_installs_with_the_sidecar_extra_and_torch_held_at_the_images()
     assert not any(re.match(r"torch\b", r) for r in sidecar)  # never a second torch
 
 
+def test_every_package_of_sqlheads_is_listed_for_the_images_non_editable_install() -> None:
+    """The image installs /src without -e: a package missing from pyproject's list is left out
+    of it and its imports fail only at run time."""
+    block = re.search(r"^packages = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)
+    listed = re.findall(r'"([^"]+)"', block.group(1))
+    found = {
+        ".".join(init.parent.relative_to(ROOT / "python").parts)
+        for init in (ROOT / "python" / "sqlheads").rglob("__init__.py")
+    }
+    assert found <= set(listed), sorted(found - set(listed))
+
+
 def test_it_runs_as_a_user_of_its_own_with_the_sidecar_as_entrypoint() -> None:
     users = [a for i, a in _instructions() if i == "USER"]
     assert users and users[-1] not in ("root", "0")

@@ -385,7 +385,7 @@ def test_sidecar_jobs_requested_in_tsql_run_as_the_sidecar_login(admin, people) 
     is only in heads_sidecar, heads.jobs as the analyst reads it, heads.cancel_job's refusal."""
     from sqlalchemy.engine import make_url
 
-    from sqlheads.sidecar import Sidecar, SidecarOptions
+    from sqlheads.sidecar.worker import Sidecar, SidecarOptions
     from sqlheads.store.repository import Store
 
     s = admin.suffix

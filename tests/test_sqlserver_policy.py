@@ -343,7 +343,7 @@ def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:
 
 def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes() -> None:
     """No procedure, no external script: the sidecar runs its own Python; table grants only,
-    each one a statement of sqlheads.sidecar / embed_job / teacher_job writes."""
+    each one a statement of sqlheads.sidecar (worker, embed, teacher) writes."""
     sidecar = grants()["heads_sidecar"]
     assert not any(p.startswith("EXECUTE") for p in sidecar)
     assert "EXECUTE ANY EXTERNAL SCRIPT" not in sidecar

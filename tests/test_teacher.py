@@ -36,10 +36,10 @@ from sqlheads.errors import (
     UnknownKindError,
     UnsupportedTeacherError,
 )
+from sqlheads.sidecar.teacher import run_teacher, validate_teacher_request
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
 from sqlheads.store.soft_labels import store_soft_labels
-from sqlheads.teacher_job import run_teacher, validate_teacher_request
 
 MINILM = "all-MiniLM-L6-v2"
 LABELS = "SELECT item_key, label FROM reviews"

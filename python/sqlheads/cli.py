@@ -577,7 +577,7 @@ def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
     _run(action, "drop-set")
 
 
-# -- the sidecar's queue (job_requests.py, sidecar.py) ---------------------------------------
+# -- the sidecar's queue (sidecar/requests.py, sidecar/worker.py) ----------------------------
 
 
 @app.command()
@@ -604,7 +604,7 @@ def sidecar(
     ] = None,
 ) -> None:
     """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint."""
-    from sqlheads.sidecar import Sidecar, SidecarOptions
+    from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 
     def action() -> dict[str, Any]:
         chosen = SidecarOptions(
@@ -637,7 +637,7 @@ def request_embed(
     ] = None,
 ) -> None:
     """Queue the embedding of a query's rows for the sidecars, in parts by key range."""
-    from sqlheads.job_requests import request_embed as request
+    from sqlheads.sidecar.requests import request_embed as request
 
     _run(
         lambda: request(
@@ -684,7 +684,7 @@ def request_teacher(
     max_steps: Annotated[int | None, typer.Option()] = None,
 ) -> None:
     """Queue fine-tuning a teacher on a head's labels (then soft labels and students)."""
-    from sqlheads.job_requests import request_teacher as request
+    from sqlheads.sidecar.requests import request_teacher as request
 
     students = [] if no_students else student
     _run(
@@ -728,7 +728,7 @@ def jobs(
     kind: Annotated[str | None, typer.Option(help="teacher or embed.")] = None,
 ) -> None:
     """List the sidecar's jobs, newest first (the heads.jobs view)."""
-    from sqlheads.job_requests import jobs as listing
+    from sqlheads.sidecar.requests import jobs as listing
 
     def render(result: dict[str, Any]) -> None:
         table = Table(title="jobs")
@@ -744,7 +744,7 @@ def jobs(
 @app.command("cancel-job")
 def cancel_job(job_id: Annotated[int, typer.Option("--job-id", help="The job to cancel.")]) -> None:
     """Cancel a queued job, or stop a running one at its sidecar's next heartbeat."""
-    from sqlheads.job_requests import cancel_job as cancel
+    from sqlheads.sidecar.requests import cancel_job as cancel
 
     _run(lambda: cancel(_store(), job_id=job_id), "cancel-job")
 

@@ -405,7 +405,7 @@ def train(
             f"set {set_name!r} holds vectors of encoder {set_encoder.name!r}, not {encoder!r}: "
             "train on a set embedded with that encoder, or drop --encoder"
         )
-    labelled = _read_labels(store, labels)
+    labelled = read_labels(store, labels)
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
     deployed = store.deployed_model(head)
@@ -419,10 +419,10 @@ def train(
         on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **head_params,
     ).iloc[0]
-    return _record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
+    return record_version(store, head, embedding_set, set_encoder, result, deploy, deployed, {})
 
 
-def _read_labels(store: Store, labels: str) -> pd.DataFrame:
+def read_labels(store: Store, labels: str) -> pd.DataFrame:
     frames = list(store.run_query(labels, ("item_key", "label"), "labels", 10_000))
     labelled = (
         pd.concat(frames, ignore_index=True)
@@ -433,7 +433,7 @@ def _read_labels(store: Store, labels: str) -> pd.DataFrame:
     return labelled
 
 
-def _record_version(
+def record_version(
     store: Store,
     head: str,
     embedding_set: EmbeddingSet,
@@ -511,11 +511,11 @@ def distill(
     kind = student_kind(student)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
-    labelled = _read_labels(store, labels)
+    labelled = read_labels(store, labels)
     if soft_labels is not None:
         suffix = procedures.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
-        _refuse_foreign_teacher(find_teacher(store, name), embedding_set)
+        refuse_foreign_teacher(find_teacher(store, name), embedding_set)
         soft, teacher_classes = _read_soft_labels_query(store, soft_labels)
         found = None
     elif teacher is not None:
@@ -525,7 +525,7 @@ def distill(
                 f"teacher {teacher!r} has no stored soft labels: store them with "
                 "`sqlheads distill ... --soft-labels QUERY --teacher NAME`"
             )
-        _refuse_foreign_teacher(found, embedding_set)
+        refuse_foreign_teacher(found, embedding_set)
         name, soft, teacher_classes = (
             found.name,
             read_soft_labels(store, found.teacher_id),
@@ -546,7 +546,7 @@ def distill(
     )
     arguments: dict[str, Any] = {"dim": set_encoder.dim}
     if kind.reads == "text":
-        texts = _read_texts(store, text_source(embedding_set, source))
+        texts = read_texts(store, text_source(embedding_set, source))
         frame["text"] = frame["item_key"].map(texts)
         onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
         arguments |= {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}
@@ -584,7 +584,7 @@ def distill(
         soft["logits"].tolist(),
     )
     teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
-    summary = _record_version(
+    summary = record_version(
         store,
         head,
         embedding_set,
@@ -609,7 +609,7 @@ def _none_if_nan(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _refuse_foreign_teacher(found: Teacher | None, embedding_set: EmbeddingSet) -> None:
+def refuse_foreign_teacher(found: Teacher | None, embedding_set: EmbeddingSet) -> None:
     if found is not None and found.set_id != embedding_set.set_id:
         raise ForeignSoftLabelsError(
             f"teacher {found.name!r} holds soft labels of another set, not of "
@@ -639,7 +639,7 @@ def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
     return sql
 
 
-def _read_texts(store: Store, sql: str) -> dict[str, Any]:
+def read_texts(store: Store, sql: str) -> dict[str, Any]:
     texts: dict[str, Any] = {}
     for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
         texts.update(zip(chunk["item_key"], chunk["text"], strict=True))

@@ -100,7 +100,7 @@ SETTINGS: dict[str, Setting] = {
         ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
     ),
     "reason.roll_back": Setting(REASON_ROLL_BACK),
-    # The sidecar's job queue (store/jobs.py, sidecar.py, heads.request_*). A sidecar beats
+    # The sidecar's job queue (store/jobs.py, sidecar/, heads.request_*). A sidecar beats
     # every heartbeat_seconds; a running job whose beat is older than stale_after_seconds (a
     # sidecar killed, a machine gone) is claimable again; a job fails for good after
     # max_attempts claims. An idle sidecar polls every poll_seconds.
@@ -191,7 +191,7 @@ def _require_columns(frame: pd.DataFrame, needed: tuple[str, ...], what: str) ->
         )
 
 
-def _refuse_duplicate_keys(keys: list[str]) -> None:
+def refuse_duplicate_keys(keys: list[str]) -> None:
     duplicated = len(keys) - len(set(keys))
     if duplicated:
         raise InvalidParameterError(
@@ -362,7 +362,7 @@ def train(
         raise MissingEmbeddingsError(
             "the labels query returned no rows: check its WHERE clause and the set's keys"
         )
-    _refuse_duplicate_keys(keys)
+    refuse_duplicate_keys(keys)
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:
@@ -518,9 +518,9 @@ def distill(
     ).validate()
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     keys = required_keys(input_data["item_key"], "labels")
-    _refuse_duplicate_keys(keys)
+    refuse_duplicate_keys(keys)
     teacher_classes = [str(c) for c in json.loads(teacher_classes_json)]
-    labelled = _present(input_data["label"], "text")
+    labelled = present(input_data["label"], "text")
     gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
     classes = sorted(set(gold_labels[labelled].tolist()))
     if classes != sorted(teacher_classes):
@@ -562,7 +562,7 @@ def distill(
         distilled = (labelled | has_logits) & ~held_out
     if distill_params.gold_weight == 0:
         distilled &= has_logits  # with no gold term, a row without soft labels teaches nothing
-    has_input = _present(input_data[kind.reads], kind.reads)
+    has_input = present(input_data[kind.reads], kind.reads)
     lacking = labelled & ~has_input
     if lacking.any():
         what = "text" if kind.reads == "text" else "embedding"
@@ -700,7 +700,7 @@ def distill(
 _models: dict[str, kinds.Scorer] = {}
 
 
-def _present(values: pd.Series, reads: str) -> np.ndarray:
+def present(values: pd.Series, reads: str) -> np.ndarray:
     """Rows that hold an input: a vector, or a text that is not NULL or blank."""
     present = values.notna().to_numpy(copy=True)
     if reads == "text":
@@ -733,7 +733,7 @@ def predict(
                 "model is corrupt; train a new version"
             )
         model = _models[model_sha256] = model_kind.load(model_blob)
-    rows = input_data[_present(input_data[model_kind.reads], model_kind.reads)]
+    rows = input_data[present(input_data[model_kind.reads], model_kind.reads)]
     if rows.empty:
         return pd.DataFrame(columns=list(PREDICT_OUTPUT))
     probabilities = model.predict_proba(

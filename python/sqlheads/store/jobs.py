@@ -90,7 +90,7 @@ def split_keys(keys: Sequence[str], parts: int) -> list[tuple[str | None, str | 
     """``[key_from, key_to)`` ranges that cut the sorted distinct keys at their quantiles.
 
     Keys compare as Python strings (code points) both here and where a part filters its rows
-    (embed_job), never with a database collation that might order them otherwise. Fewer
+    (sidecar/embed.py), never with a database collation that might order them otherwise. Fewer
     distinct keys than parts give fewer parts; the first range is open below, the last above.
     """
     distinct = sorted(set(keys))

@@ -2,10 +2,11 @@
 
 ``sqlheads sidecar`` runs :meth:`Sidecar.run`. While a job runs, a thread beats for its claim
 every ``jobs.heartbeat_seconds``; the work function reports through a :class:`JobProgress`
-(contract 2), which records progress in the job row (throttled), draws a progress bar, and
-raises :class:`~sqlheads.errors.JobCancelledError` once the job's cancel was requested (or its
-claim was lost), so the work stops where it stands. A job that raises is failed (and queued
-again while it has attempts left); a killed sidecar's job goes stale and is taken over.
+(contract 2, :mod:`sqlheads.sidecar.progress`), which records progress in the job row
+(throttled), draws a progress bar, and raises :class:`~sqlheads.errors.JobCancelledError`
+once the job's cancel was requested (or its claim was lost), so the work stops where it
+stands. A job that raises is failed (and queued again while it has attempts left); a killed
+sidecar's job goes stale and is taken over.
 """
 
 from __future__ import annotations
@@ -22,34 +23,28 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from sqlheads import procedures
 from sqlheads.engine.encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
+from sqlheads.sidecar.progress import ProgressBar, ProgressLines, RecordedProgress
 from sqlheads.store.jobs import FINISHED, Job, JobQueue, worker_name
 from sqlheads.store.repository import Store
 
 log = logging.getLogger("sqlheads.sidecar")
-
-JobProgress = Callable[[int, int | None, str | None], None]
-Work = Callable[..., dict[str, Any]]
-# Progress reaches the job row at most this often: a bar may redraw for every batch, the
-# database hears of it once a second.
-RECORD_EVERY_SECONDS = 1.0
 
 
 def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
     # Imported when a teacher job runs: it needs transformers. A request made in T-SQL stores
     # only the parameters the analyst gave: run_teacher completes them with its defaults
     # (validate_teacher_request), as a request made in Python did before enqueueing.
-    from sqlheads.teacher_job import run_teacher
+    from sqlheads.sidecar.teacher import run_teacher
 
     return run_teacher(store, head=job.head, set_name=job.set_name, **context, **job.parameters)
 
 
 def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
-    from sqlheads.embed_job import run_embed
+    from sqlheads.sidecar.embed import run_embed
 
     return run_embed(
         store,
@@ -79,44 +74,6 @@ class SidecarOptions:
     worker: str = field(default_factory=worker_name)
 
 
-class RecordedProgress:
-    """Contract 2's ``JobProgress`` for one job: records, draws, and stops a cancelled job."""
-
-    def __init__(
-        self, queue: JobQueue, job: Job, worker: str, stop: threading.Event, bar: Any
-    ) -> None:
-        self.queue, self.job, self.worker, self.stop, self.bar = queue, job, worker, stop, bar
-        self.stage: str | None = None
-        self.last: tuple[int, int | None] | None = None  # (done, total) last reported
-        self._recorded = 0.0
-        self.reason = "its cancel was requested"
-
-    def check(self) -> None:
-        """Raise :class:`JobCancelledError` once the job must stop."""
-        if self.stop.is_set():
-            raise JobCancelledError(
-                f"job {self.job.job_id} stopped: {self.reason}; request it again to redo it"
-            )
-
-    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
-        self.check()
-        self.last = (int(done), None if total is None else int(total))
-        changed = stage is not None and stage != self.stage
-        if changed:
-            self.stage = stage
-        self.bar.update(done, total, self.stage)
-        now = time.monotonic()
-        if changed or now - self._recorded >= RECORD_EVERY_SECONDS:
-            self._recorded = now
-            try:
-                if self.queue.progress(self.job.job_id, self.worker, done, total, stage):
-                    self.stop.set()
-            except JobClaimLostError:
-                self.reason = "another sidecar took its claim over"
-                self.stop.set()
-        self.check()
-
-
 class _Heartbeat(threading.Thread):
     """Beats for a claim until stopped; sets ``cancel`` when the job's cancel is requested."""
 
@@ -139,48 +96,6 @@ class _Heartbeat(threading.Thread):
                 return
             except Exception:  # a database hiccup: beat again next time, the job goes on
                 log.exception("heartbeat of job %s failed", self.job.job_id)
-
-
-class _Lines:
-    """Progress as plain lines (a log file, a container's output): one per stage, and one at
-    most every 10 seconds."""
-
-    def __init__(self, console: Console, label: str) -> None:
-        self.console, self.label, self._shown = console, label, 0.0
-
-    def update(self, done: int, total: int | None, stage: str | None) -> None:
-        now = time.monotonic()
-        if now - self._shown >= 10:
-            self._shown = now
-            of = f"/{total}" if total else ""
-            self.console.print(f"{self.label}: {stage or ''} {done}{of}", highlight=False)
-
-    def close(self) -> None:
-        pass
-
-
-class _Bar:
-    """A Rich progress bar for one job on a terminal."""
-
-    def __init__(self, console: Console, label: str) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-        )
-        self.label = label
-        self.progress.start()
-        self.task = self.progress.add_task(label, total=None)
-
-    def update(self, done: int, total: int | None, stage: str | None) -> None:
-        description = f"{self.label} {stage}" if stage else self.label
-        self.progress.update(self.task, completed=done, total=total, description=description)
-
-    def close(self) -> None:
-        self.progress.stop()
 
 
 class SidecarStopped(BaseException):
@@ -286,7 +201,11 @@ class Sidecar:
         label = f"job {job.job_id} {job.kind} {job.set_name}" + (
             f" part {job.part}/{job.parts}" if job.parts > 1 else ""
         )
-        bar = _Bar(self.console, label) if self.console.is_terminal else _Lines(self.console, label)
+        bar = (
+            ProgressBar(self.console, label)
+            if self.console.is_terminal
+            else ProgressLines(self.console, label)
+        )
         stop = threading.Event()
         progress = RecordedProgress(self.queue, job, self.options.worker, stop, bar)
         beat = _Heartbeat(self.queue, job, self.options.worker, self.heartbeat_seconds, progress)

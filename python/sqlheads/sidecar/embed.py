@@ -22,7 +22,7 @@ from sqlheads.store.jobs import in_range
 from sqlheads.store.repository import Store
 
 if TYPE_CHECKING:
-    from sqlheads.sidecar import JobProgress  # contract 2
+    from sqlheads.sidecar.progress import JobProgress  # contract 2
 
 
 def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: str, device: Any):

@@ -82,7 +82,7 @@ def request_teacher(
     students): the parameters checked and completed by the teacher job itself."""
     validate_name("head", head)
     source = host.text_source(store.require_set(set_name), source)
-    from sqlheads.teacher_job import validate_teacher_request  # imports transformers: lazily
+    from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,9 @@ from sqlheads.errors import (
     QueryShapeError,
     UnknownKindError,
 )
+from sqlheads.sidecar.progress import JobProgress  # contract 2
 from sqlheads.store.repository import Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
-
-# Contract 2: progress(done_so_far, total_or_None, stage_or_None); raises JobCancelledError
-# when the job's cancel was requested (let it propagate).
-JobProgress = Callable[[int, int | None, str | None], None]
 
 STUDENTS = ("encoder", "word")
 DEFAULTS: dict[str, Any] = {
@@ -135,17 +131,17 @@ def run_teacher(
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     # Soft labels of another set under this name are refused before any work (50021).
-    host._refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
+    host.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     stages = _Stages(work_dir / STAGES)
 
     source = host.text_source(embedding_set, request["source"])
-    labelled = host._read_labels(store, request["labels"])
-    procedures._refuse_duplicate_keys(labelled["item_key"].tolist())
+    labelled = host.read_labels(store, request["labels"])
+    procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
     # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
-    labelled = labelled[procedures._present(labelled["label"], "text")]
-    texts = host._read_texts(store, source)
+    labelled = labelled[procedures.present(labelled["label"], "text")]
+    texts = host.read_texts(store, source)
     keys = labelled["item_key"].tolist()
     gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
     if not keys:
@@ -199,7 +195,7 @@ def run_teacher(
         }
         teacher_head = teacher_name  # <head>_teacher: a head of its own, never the analysts'
         deployed = store.deployed_model(teacher_head)
-        version = host._record_version(
+        version = host.record_version(
             store,
             teacher_head,
             embedding_set,
