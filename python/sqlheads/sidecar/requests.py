@@ -11,7 +11,11 @@ import json
 from typing import Any
 
 from sqlheads import host, procedures
+from sqlheads.engine.catalog import CATALOG
+from sqlheads.engine.text_classifier import model_directory
+from sqlheads.errors import SingleClassError
 from sqlheads.store.jobs import JobQueue, split_keys
+from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import Store, validate_name
 
 
@@ -40,10 +44,10 @@ def request_embed(
     batch_rows = procedures.bounded("embed.batch_rows", batch_rows)
     batch_size = procedures.bounded("embed.batch_size", batch_size)
     existing = host.check_embedding_set(store, set_name, encoder, long_text)
-    keys = [
-        str(key)
+    keys = [  # a NULL key is refused (50003), as heads.request_embed does
+        key
         for chunk in store.run_query(source, ("item_key",), "source", 10_000)
-        for key in chunk["item_key"]
+        for key in required_keys(chunk["item_key"], "source")
     ]
     chosen = (
         store.encoder(existing.encoder_id) if existing else host.resolve_encoder(store, encoder)
@@ -79,15 +83,43 @@ def request_teacher(
     **knobs: Any,
 ) -> dict[str, Any]:
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
-    students): the parameters checked and completed by the teacher job itself."""
+    students): the parameters checked and completed by the teacher job itself, and what the
+    job would fail on checked now (:func:`check_teacher_request`)."""
     validate_name("head", head)
     source = host.text_source(store.require_set(set_name), source)
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})
+    check_teacher_request(store, parameters)
     (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head)
     return {"job_id": job.job_id, "head": head, "set": set_name, "parameters": parameters}
+
+
+def check_teacher_request(store: Store, parameters: dict[str, Any]) -> None:
+    """Refuse now a teacher job that could only fail: labels whose query fails, holds NULL
+    keys (50003) or fewer than two classes (50004), and, on SQLite (whose sidecar runs on this
+    machine), a model that is not installed (50041) or not a model directory (50012). A
+    server's sidecar runs elsewhere: there the job fails at its first attempt instead."""
+    labelled = host.read_labels(store, parameters["labels"])
+    classes = sorted(
+        {str(v) for v in labelled["label"][procedures.present(labelled["label"], "text")]}
+    )
+    if len(classes) < 2:
+        raise SingleClassError(
+            f"the teacher's labels hold {len(classes)} class(es) ({', '.join(classes) or 'none'}): "
+            "a classifier needs at least two; label rows of another class"
+        )
+    if not store.is_sqlite:
+        return
+    models = [parameters["model"]]
+    if "encoder" in parameters["students"]:
+        models.append(parameters["student_model"])
+    for model in models:
+        if model in CATALOG:
+            CATALOG[model].require_installed()
+        else:
+            model_directory(model)
 
 
 def jobs(store: Store, *, state: str | None = None, kind: str | None = None) -> dict[str, Any]:

@@ -242,6 +242,8 @@ class Store:
         try:
             result = connection.exec_driver_sql(sql.strip().rstrip(";"))
         except DBAPIError as error:
+            if error.connection_invalidated:  # a lost connection, not the query's fault
+                raise
             raise QueryShapeError(
                 f"the {what} query failed: {error.orig}. Check it runs on its own first"
             ) from None
