@@ -103,7 +103,7 @@ def test_request_teacher_refuses_a_job_that_cannot_succeed(
 
 
 def test_request_embed_refuses_a_null_key_as_heads_request_embed_does(textual: Store) -> None:
-    source = "SELECT CASE WHEN item_key > 'm' THEN item_key END AS item_key, text FROM reviews"
+    source = "SELECT CASE WHEN label = 'positive' THEN item_key END AS item_key, text FROM reviews"
     with pytest.raises(QueryShapeError, match="NULL") as refused:
         request_embed(textual, set_name="parts", source=source)
     assert refused.value.number == 50003

@@ -32,7 +32,7 @@ from sqlheads.errors import (
     QueryShapeError,
 )
 from sqlheads.store import migrations
-from sqlheads.store.keys import KEYLESS, required_keys
+from sqlheads.store.keys import KEYLESS, key_problem, required_keys
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -341,7 +341,10 @@ def embed_rows(
             embedding_set = _find_or_add_set(store, set_name, chosen, long_text or "window")
         store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
-        rejected_rows = int(rows["item_key"].fillna(KEYLESS).isin(rejected).sum())
+        rejected_keys = set(rejected)
+        rejected_rows = sum(
+            key_problem(k) is not None or k in rejected_keys for k in rows["item_key"]
+        )
         embedded = len(output) - len(rejected)
         counts["rows_read"] += len(rows)
         counts["embedded"] += embedded
@@ -355,7 +358,7 @@ def embed_rows(
     for chunk in itertools.chain([first] if first is not None else [], chunks):
         read = len(chunk)
         if keys is not None:  # a keyless row is the part's whose range holds its reject's key
-            chunk = chunk[[keys(k or KEYLESS) for k in chunk["item_key"]]]
+            chunk = chunk[[keys(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         held.append(chunk[copies])
         if not copies.all():
