@@ -1,5 +1,5 @@
-"""release 0006: baselines (issue 21); the sidecar runs no caller's SQL (issue 19); deploys
-that never blank latest_predictions (issue 20)
+"""release 0006: baselines (21); the sidecar runs no caller's SQL (19); deploys that never
+blank latest_predictions (20); NULL keys rejected (16)
 
 Revision ID: 0006
 Revises: 0005
@@ -22,6 +22,10 @@ deployed version of its head that has one, so that the predictions a deploy coul
 (a text model whose set has no known source) stay in view until ``predict`` runs (SQLite here;
 SQL Server from ``sql/0006/``, which also holds ``heads.deploy`` and ``heads.roll_back`` that
 re-score the replaced rows in the deploy's transaction and prune the predictions they replace).
+
+Issue 16 (part 2), SQL Server only: ``heads.embed`` rejects rows with a NULL or empty item_key
+(one rejects row, under the empty key) instead of refusing the call; ``heads.predict`` refuses
+a keys query returning one (50003), as the Python host does.
 """
 
 from __future__ import annotations

@@ -593,8 +593,11 @@ def sidecar(
         list[str] | None, typer.Option(help="Only jobs of this kind (teacher, embed); repeatable.")
     ] = None,
 ) -> None:
-    """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint."""
+    """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint.
+    Exits with status 1 when a job it ran failed."""
     from sqlheads.sidecar.worker import Sidecar, SidecarOptions
+
+    ran: list[dict[str, Any]] = []
 
     def action() -> dict[str, Any]:
         chosen = SidecarOptions(
@@ -606,9 +609,13 @@ def sidecar(
             stale_after_seconds=stale_after_seconds,
             kinds=tuple(kind or ()),
         )
-        return Sidecar(_store(), chosen, console=console).run()
+        summary = Sidecar(_store(), chosen, console=console).run()
+        ran.extend(summary["jobs"])
+        return summary
 
     _run(action, "sidecar")
+    if any(job["state"] == "failed" for job in ran):  # schedulers and CI read the status
+        raise typer.Exit(1)
 
 
 @app.command("request-embed")

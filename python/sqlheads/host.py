@@ -34,6 +34,7 @@ from sqlheads.errors import (
 )
 from sqlheads.redeploy import deploy_model
 from sqlheads.store import job_inputs, migrations
+from sqlheads.store.keys import KEYLESS, key_problem, required_keys
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -390,7 +391,10 @@ def embed_rows(
                 _refuse_a_dropped_set(store, embedding_set)
             store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
-        rejected_rows = int(rows["item_key"].isin(rejected).sum())
+        rejected_keys = set(rejected)
+        rejected_rows = sum(
+            key_problem(k) is not None or k in rejected_keys for k in rows["item_key"]
+        )
         embedded = len(output) - len(rejected)
         counts["rows_read"] += len(rows)
         counts["embedded"] += embedded
@@ -402,10 +406,9 @@ def embed_rows(
     # key whole: the outcome cannot depend on which batch each copy fell into.
     held: list[pd.DataFrame] = []
     for chunk in itertools.chain([first] if first is not None else [], chunks):
-        chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
         read = len(chunk)
-        if keys is not None:
-            chunk = chunk[[keys(k) for k in chunk["item_key"]]]
+        if keys is not None:  # a keyless row is the part's whose range holds its reject's key
+            chunk = chunk[[keys(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         held.append(chunk[copies])
         if not copies.all():
@@ -487,7 +490,7 @@ def read_labels(store: Store, labels: str) -> pd.DataFrame:
         if frames
         else pd.DataFrame(columns=["item_key", "label"])
     )
-    labelled["item_key"] = [str(k) for k in labelled["item_key"]]
+    labelled["item_key"] = required_keys(labelled["item_key"], "labels")
     return labelled
 
 
@@ -631,9 +634,9 @@ def distill(
         _refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
     if transfer is not None:
         chosen = {
-            str(k)
+            k
             for c in store.run_query(transfer, ("item_key",), "transfer")
-            for k in c["item_key"]
+            for k in required_keys(c["item_key"], "transfer")
         }
         frame["in_transfer"] = frame["item_key"].isin(chosen).astype(int)
     deployed = store.deployed_model(head)
@@ -716,7 +719,7 @@ def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
 def read_texts(store: Store, sql: str) -> dict[str, Any]:
     texts: dict[str, Any] = {}
     for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
-        texts.update(zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True))
+        texts.update(zip(chunk["item_key"], chunk["text"], strict=True))
     return texts
 
 
@@ -824,12 +827,16 @@ def _text_chunks(
     wanted = (
         None
         if keys is None
-        else {str(k) for c in store.run_query(keys, ("item_key",), "keys") for k in c["item_key"]}
+        else {
+            k
+            for c in store.run_query(keys, ("item_key",), "keys")
+            for k in required_keys(c["item_key"], "keys")
+        }
     )
 
     def chunks() -> Iterator[pd.DataFrame]:
         for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", batch_rows):
-            chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+            chunk = chunk[chunk["item_key"].notna()]  # a NULL key was rejected by embed
             yield chunk if wanted is None else chunk[chunk["item_key"].isin(wanted)]
 
     return chunks(), None
@@ -837,7 +844,7 @@ def _text_chunks(
 
 def _keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
     for chunk in store.run_query(keys, ("item_key",), "keys", batch_rows):
-        wanted = [str(k) for k in chunk["item_key"]]
+        wanted = required_keys(chunk["item_key"], "keys")
         vectors = store.vectors_for_keys(set_id, wanted)
         yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})
 

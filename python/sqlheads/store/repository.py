@@ -34,6 +34,8 @@ from sqlheads.errors import (
 from sqlheads.store import applocks
 from sqlheads.store import schema as s
 from sqlheads.store.drivers import check_mssql_url
+from sqlheads.store.frames import typed_frame
+from sqlheads.store.keys import item_key_text
 from sqlheads.store.sqlite_file import check_sqlite_file
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -251,6 +253,8 @@ class Store:
         try:
             result = connection.exec_driver_sql(sql.strip().rstrip(";"))
         except DBAPIError as error:
+            if error.connection_invalidated:  # a lost connection, not the query's fault
+                raise
             raise QueryShapeError(
                 f"the {what} query failed: {str(error.orig).rstrip('.')}. Check it runs on its "
                 "own first"
@@ -267,7 +271,7 @@ class Store:
                     "e.g. SELECT id AS item_key, ..."
                 )
             while rows := result.fetchmany(chunk_rows):
-                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)
+                yield _query_frame(rows, columns)
         finally:
             result.close()
 
@@ -296,7 +300,7 @@ class Store:
                     f"the source query cannot be read as a subquery ({error.orig}): drop its "
                     "ORDER BY, or wrap it in a view"
                 ) from None
-            return {str(key) for (key,) in rows}
+            return {item_key_text(key) for (key,) in rows if key is not None}
 
     # -- encoders ------------------------------------------------------------------------------
 
@@ -325,7 +329,7 @@ class Store:
         ).order_by(e.name)
         with self.engine.connect() as c:
             rows = c.execute(query).all()
-        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+        return typed_frame(rows, query.selected_columns)
 
     def encoder_bytes(self, encoder_id: int) -> tuple[bytes, str]:
         with self.engine.connect() as c:
@@ -668,7 +672,7 @@ class Store:
                 query = query.where(view.c[column] == value)
         with self.engine.connect() as c:
             rows = c.execute(query).all()
-            return pd.DataFrame([tuple(r) for r in rows], columns=list(view.c.keys()))
+            return typed_frame(rows, view.c)
 
 
 # What a caller's query may do on SQLite: read and compute. Everything else (ATTACH, which
@@ -728,6 +732,16 @@ def _model_select():
         m.macro_f1,
         m.sha256,
     )
+
+
+def _query_frame(rows: list, columns: list[str]) -> pd.DataFrame:
+    """A caller's rows, the ``item_key`` column made key text from the DB-API values (as a
+    pandas column, an INTEGER key column with a NULL would be floats: 1 would become '1.0')."""
+    frame = pd.DataFrame([tuple(r) for r in rows], columns=columns)
+    if "item_key" in columns:
+        at = columns.index("item_key")
+        frame["item_key"] = pd.Series([item_key_text(r[at]) for r in rows], dtype=object)
+    return frame
 
 
 def _chunks(keys: list[str]) -> Iterable[list[str]]:
