@@ -51,7 +51,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         )
         stored = 0
         for rows in size["rows"]:
-            stored = _fill(store, embedding_set.set_id, vectors, stored, rows)
+            stored = fill_set(store, embedding_set.set_id, vectors, stored, rows)
             if rows == size["rows"][0]:
                 trained = host.train(
                     store,
@@ -117,7 +117,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     return section
 
 
-def _fill(store, set_id: int, vectors: np.ndarray, stored: int, rows: int) -> int:
+def fill_set(store, set_id: int, vectors: np.ndarray, stored: int, rows: int) -> int:
     """Store vectors under keys r0000000... up to ``rows``, repeating the RT vectors."""
     from sqlheads.store.vectors import pack_rows
 

@@ -24,6 +24,8 @@ LAYERS = {
     "sqlheads.caller_rows": 3,  # what host and sidecar read through callers' queries
     "sqlheads.encoders": 3,  # register, list and resolve encoders
     "sqlheads.baselines": 3,  # the host's side of the TF-IDF baseline
+    "sqlheads.redeploy": 3,  # a deploy's re-scoring of the replaced rows
+    "sqlheads.plots": 4,  # drawn as report draws
     "sqlheads.procedures": 2,
     "sqlheads.settings": 1,
     "sqlheads.sqlserver": 1,

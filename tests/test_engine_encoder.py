@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from sentence_transformers import SentenceTransformer
 
@@ -15,7 +16,12 @@ from sqlheads.engine.encoder import (
     length_batches,
     load_encoder,
 )
-from sqlheads.errors import EncoderNotCachedError, ExportParityError, InvalidParameterError
+from sqlheads.errors import (
+    EncoderNotCachedError,
+    ExportParityError,
+    InvalidParameterError,
+    QuantizationError,
+)
 
 MIXED = [
     "Fine.",
@@ -60,6 +66,30 @@ def test_int8_default_stays_close_to_fp32(fp32_artifact, tmp_path):
     (tmp_path / "q").mkdir()
     b = _session(int8, tmp_path / "q").encode(MIXED).vectors
     assert np.sum(a * b, axis=1).min() > 0.95
+
+
+def test_int8_default_quantises_every_weight_matmul(fp32_artifact):
+    """On any x86 CPU, VNNI or not: an 8-bit graph fell under INT8_TARGET on AVX2 (issue 16)."""
+    int8 = export.export_encoder(quantization="int8")
+    quantised, left_float = export.weight_matmuls(int8.onnx)
+    assert quantised >= 24 and left_float == 0  # 6 layers x (Attention or Q, K, V + 3 MatMuls)
+    assert int8.quantization == "int8" and int8.parity_cosine >= export.INT8_TARGET
+    assert export.weight_matmuls(fp32_artifact.onnx) == (0, quantised)
+
+
+def test_partial_int8_keeps_only_the_feed_forward_outputs_float_and_says_so(fp32_artifact):
+    partial = export.quantize_int8(fp32_artifact.onnx, exclude=export.FEED_FORWARD_OUTPUT)
+    left_float = [
+        n.name for n in onnx.load_from_string(partial).graph.node if n.op_type == "MatMul"
+    ]
+    assert len(left_float) == 6 and not any("/attention/" in name for name in left_float)
+    assert export.int8_kind(partial, export.default_model_dir()) == export.INT8_PARTIAL
+
+
+def test_int8_graph_without_int8_matmuls_is_refused(fp32_artifact):
+    with pytest.raises(QuantizationError, match="left all .* weight MatMuls in float") as refused:
+        export.int8_kind(fp32_artifact.onnx, export.default_model_dir())
+    assert refused.value.number == 50044
 
 
 def test_batch_composition_does_not_change_fp32_vectors(fp32_artifact, tmp_path):

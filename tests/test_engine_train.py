@@ -192,7 +192,7 @@ def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sam
         keys=("SELECT item_key FROM reviews WHERE rowid <= 10"),
     )
     latest = embedded.read_view("latest_predictions", head="sentiment")
-    assert len(latest) == 10 and set(latest["version"]) == {2}
+    assert len(latest) == 600 and set(latest["version"]) == {2}  # deploy re-scored every row
 
     summary = embedded.read_view("model_summary", head="sentiment").set_index("version")
     assert summary.loc[2, "is_deployed"] == 1 and summary.loc[1, "is_deployed"] == 0
@@ -206,11 +206,9 @@ def test_versions_deploy_rollback_and_predict_round_trip(embedded: Store, rt_sam
         assert row["macro_f1"] == pytest.approx(trained["macro_f1"], abs=1e-4)
 
     rolled = host.roll_back(embedded, head="sentiment")
-    assert rolled["version"] == 1
-    # Version 1's predictions went when version 2 replaced it: score again after a roll-back.
-    assert embedded.read_view("latest_predictions", head="sentiment").empty
-    host.predict(embedded, head="sentiment", set_name="reviews")
-    assert len(embedded.read_view("latest_predictions", head="sentiment")) == 600
+    assert rolled["version"] == 1  # re-scored in the roll-back's transaction
+    latest = embedded.read_view("latest_predictions", head="sentiment")
+    assert len(latest) == 600 and set(latest["version"]) == {1}
 
     with pytest.raises(NotFoundError, match="no version 9"):
         host.deploy(embedded, head="sentiment", version=9)
@@ -273,6 +271,39 @@ def test_procedure_contract_train_then_predict_on_dataframes():
     )
     assert list(scored.columns) == list(procedures.PREDICT_OUTPUT)
     assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
+
+
+def _separable(rows: int = 4_000, dim: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Two classes a wide margin apart: every epoch after the first few only grows the logits."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, rows)
+    X = rng.standard_normal((rows, dim)).astype(np.float32) + 4.0 * (2 * y[:, None] - 1)
+    return X, y.astype(str)
+
+
+def test_the_fast_recipe_stops_once_the_validation_loss_falls_by_less_than_tol():
+    """Issue 16: on separable data the loss falls by ever fewer millionths, and with no
+    threshold the fit ran until its last epoch."""
+    X, y = _separable()
+    params = HeadParams(recipe="fast", epochs=60)
+    head = HeadClassifier(params).fit(X, y)
+    assert len(head.validation_curve_) <= 10
+    assert np.mean(head.predict(X) == y) == 1.0
+    # The threshold is what stops it: counting any fall, the same fit runs on.
+    every_fall = HeadClassifier(replace(params, tol=0.0)).fit(X, y)
+    assert len(every_fall.validation_curve_) > 2 * len(head.validation_curve_)
+
+
+def test_a_fall_under_tol_still_keeps_the_lowest_loss_epoch():
+    X, y = _separable()
+    head = HeadClassifier(HeadParams(recipe="fast", epochs=60, tol=0.05)).fit(X, y)
+    assert head.best_epoch_ == int(np.argmin(head.validation_curve_)) + 1
+
+
+@pytest.mark.parametrize("tol", [-1e-3, 1.0, float("nan")])
+def test_tol_out_of_range_is_refused(tol: float):
+    with pytest.raises(InvalidParameterError, match="tol"):
+        HeadParams(tol=tol).validate()
 
 
 @pytest.mark.parametrize("patience", [1, 3])

@@ -10,10 +10,10 @@ from sqlalchemy import create_mock_engine, func, update
 from sqlalchemy.dialects import mssql
 
 from sqlheads.errors import (
+    BusyError,
     JobClaimLostError,
     JobStateError,
     NotFoundError,
-    QueryShapeError,
     UnknownJobKindError,
 )
 from sqlheads.store import schema as s
@@ -66,15 +66,15 @@ def test_claims_are_disjoint_and_in_order(store: Store) -> None:
 def test_failure_retries_until_max_attempts(store: Store) -> None:
     queue = JobQueue(store, max_attempts=2)
     (job,) = queue.enqueue("embed", "reviews", PARAMS)
-    error = QueryShapeError("the source query failed: no such table")
+    error = BusyError("set 'reviews' is busy: another process is embedding or dropping it")
     assert queue.claim("w1").attempts == 1
     assert queue.fail(job.job_id, "w1", error) == "queued"
     again = queue.claim("w1")
     assert again.attempts == 2
     assert queue.fail(job.job_id, "w1", error) == "failed"
     row = queue.listing().iloc[0]
-    assert (row.state, row.error_number, row.attempts) == ("failed", 50003, 2)
-    assert "no such table" in row.error
+    assert (row.state, row.error_number, row.attempts) == ("failed", 50016, 2)
+    assert "is busy" in row.error
     assert queue.claim("w1") is None
 
 

@@ -15,10 +15,26 @@ def _section(title: str) -> str:
 
 
 def test_install_says_how_to_get_the_cpu_only_torch_wheel():
-    install = _section("Install")
+    install = " ".join(_section("Install").split())
     assert "--index-url https://download.pytorch.org/whl/cpu" in install
-    # .ci/run keeps installing the pinned wheel the build machines have on local disk.
-    assert "pip install -q torch==2.13.0\n" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_ci_runs_the_readme_install_and_test_commands_in_a_new_venv():
+    """Issue 16: CI installed into the machine's own Python, so it passed where a new user's
+    fresh install failed."""
+    install = _section("Install")
+    commands = install[
+        install.index("```bash\n") + 8 : install.index("```", install.index("```bash") + 7)
+    ]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    pip_lines = [line for line in commands.splitlines() if line.startswith("python3 -m pip ")]
+    assert pip_lines[0] == "python3 -m pip install torch==2.13.0"  # torch first
+    assert "-c constraints.txt" in pip_lines[1]
+    assert [line for line in ci if line.startswith("python3 -m pip install ")][:2] == pip_lines
+    assert 'rm -rf "$VENV"' in ci and 'python3 -m venv "$VENV"' in ci
+    assert ci[-1] == "python3 -m pytest -q" and "python3 -m pytest -q" in _section("Tests")
+    pinned = (ROOT / "constraints.txt").read_text()
+    assert "\nonnxruntime==" in pinned and "\ntorch==" not in pinned
 
 
 def test_demo_quotes_the_encode_benchmark_figure_not_a_best_case():

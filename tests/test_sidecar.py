@@ -204,21 +204,23 @@ def test_cancel_of_a_queued_job(reviews: Store) -> None:
     assert _sidecar(reviews)["jobs"] == []
 
 
-def test_a_failing_job_records_its_error_and_retries(reviews: Store) -> None:
+def test_a_failing_job_records_its_error_and_fails_at_once(reviews: Store) -> None:
+    """A numbered user error would only fail again (issue 16): no retries for it."""
     request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
     with reviews.engine.begin() as c:  # a parameter the job refuses on every attempt
         c.execute(update(s.job_queue).values(parameters_json='{"source": "", "engine": "gpu"}'))
     ran = _sidecar(reviews)
-    assert [j["state"] for j in ran["jobs"]] == ["queued", "queued", "failed"]
+    assert [j["state"] for j in ran["jobs"]] == ["failed"]
     row = JobQueue(reviews).listing().iloc[0]
-    assert (row.state, row.attempts, row.error_number) == ("failed", 3, 50012)
+    assert (row.state, row.attempts, row.error_number) == ("failed", 1, 50012)
     assert "embed.engine 'gpu'" in row.error
 
 
 def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
     reviews: Store, tmp_path
 ) -> None:
-    """A retried job finds its checkpoints again; a finished one leaves no files behind."""
+    """A failed job leaves no files behind (a retried one, after a transient fault, keeps its
+    directory: the same path, job-<id>, for every attempt)."""
     request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
     with reviews.engine.begin() as c:  # a parameter the job refuses on every attempt
         c.execute(update(s.job_queue).values(parameters_json='{"source": "", "engine": "gpu"}'))
@@ -227,7 +229,7 @@ def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
     while (job := sidecar.queue.claim("test:1")) is not None:
         states.append(sidecar.run_job(job)["state"])
         states.append((tmp_path / f"job-{job.job_id}").is_dir())
-    assert states == ["queued", True, "queued", True, "failed", False]
+    assert states == ["failed", False]
 
 
 def test_a_gpu_asked_for_and_absent_is_refused(store: Store) -> None:

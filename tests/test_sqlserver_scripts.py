@@ -202,6 +202,39 @@ def test_train_error_comes_back_with_its_number() -> None:
     assert result["error_number"] == 50006 and "embed" in result["error_message"]
 
 
+def test_keys_as_sql_server_sends_them() -> None:
+    """The procedures stage item_key as nvarchar(450): an embed batch keeps Unicode and
+    450-character keys as they are and rejects NULL and empty keys as one row under the empty
+    key (issue 16); a labels batch with a NULL key comes back as 50003."""
+    long_key = "k" * 450
+    batch = pd.DataFrame(
+        {
+            "item_key": [None, "", "ключ-🙂", long_key],
+            "text": ["a key of NULL", "an empty key", None, None],
+            "stored_sha256": [None] * 4,
+        }
+    )
+    result = run_script(
+        CALLS["embed_batch"], batch, encoder_sha256="f" * 64, long_text="window", batch_size=32
+    )
+    assert result["error_number"] == 0
+    assert_typed(result["OutputDataSet"], "embed")
+    out = result["OutputDataSet"]
+    rejected = dict(zip(out["item_key"], out["reject_reason"], strict=True))
+    assert rejected == {"": "item_key is NULL", "ключ-🙂": "text is NULL", long_key: "text is NULL"}
+    dim = 8
+    vectors, labels = _vectors(20, dim)
+    keyless = pd.DataFrame(
+        {
+            "item_key": [None] + [f"k{i}" for i in range(1, 20)],
+            "label": labels,
+            "vector": pack_rows(vectors),
+        }
+    )
+    result = run_script(CALLS["train_run"], keyless, dim=dim, **TRAIN_DEFAULTS)
+    assert result["error_number"] == 50003 and "NULL" in result["error_message"]
+
+
 def test_predict_refuses_a_corrupt_blob() -> None:
     result = run_script(
         CALLS["predict_batch"],

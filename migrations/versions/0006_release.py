@@ -1,4 +1,5 @@
-"""release 0006: baselines (issue 21); the sidecar runs no caller's SQL (issue 19)
+"""release 0006: baselines (21); the sidecar runs no caller's SQL (19); deploys that never
+blank latest_predictions (20); NULL keys rejected (16)
 
 Revision ID: 0006
 Revises: 0005
@@ -15,6 +16,16 @@ with ``below_baseline`` (SQLite here; SQL Server from ``sql/0006/views/model_sum
 Issue 19: ``job_queue`` records who asked (``requested_by``, ``requested_user``), and
 ``job_inputs`` holds each job's inputs captured at request time under the requester's rights,
 so that the sidecar never runs a caller's query text.
+
+Issue 20 (point 1): ``latest_predictions`` shows each row's prediction by the most recently
+deployed version of its head that has one, so that the predictions a deploy could not replace
+(a text model whose set has no known source) stay in view until ``predict`` runs (SQLite here;
+SQL Server from ``sql/0006/``, which also holds ``heads.deploy`` and ``heads.roll_back`` that
+re-score the replaced rows in the deploy's transaction and prune the predictions they replace).
+
+Issue 16 (part 2), SQL Server only: ``heads.embed`` rejects rows with a NULL or empty item_key
+(one rejects row, under the empty key) instead of refusing the call; ``heads.predict`` refuses
+a keys query returning one (50003), as the Python host does.
 """
 
 from __future__ import annotations
@@ -70,6 +81,28 @@ def _replace_model_summary(sql: str) -> None:
     op.execute(f"CREATE VIEW model_summary AS {sql}")
 
 
+# Issue 20: latest_predictions as 0001 created it, and as this revision makes it (frozen).
+LATEST_PREDICTIONS_BEFORE = """SELECT models.head, models.version, predictions.model_id, embedding_sets.name AS set_name, predictions.item_key, predictions.label, predictions.score, predictions.probabilities_json, predictions.predicted_at 
+FROM predictions JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
+FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = predictions.model_id JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id"""  # noqa: W291, E501
+
+LATEST_PREDICTIONS_AFTER = """SELECT models.head, models.version, predictions.model_id, embedding_sets.name AS set_name, predictions.item_key, predictions.label, predictions.score, predictions.probabilities_json, predictions.predicted_at 
+FROM predictions JOIN (SELECT deployments.model_id AS model_id, deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.model_id, deployments.head) AS shown ON shown.model_id = predictions.model_id JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON newest.head = shown.head JOIN models ON models.model_id = predictions.model_id JOIN embedding_sets ON embedding_sets.set_id = predictions.set_id 
+WHERE shown.deployment_id = newest.deployment_id OR NOT (EXISTS (SELECT newer_predictions.model_id 
+FROM predictions AS newer_predictions 
+WHERE newer_predictions.model_id IN (SELECT later.model_id 
+FROM deployments AS later 
+WHERE later.head = shown.head AND later.deployment_id > shown.deployment_id) AND newer_predictions.set_id = predictions.set_id AND newer_predictions.item_key = predictions.item_key))"""  # noqa: W291, E501
+
+
+def _replace_latest_predictions(sql: str) -> None:
+    op.execute("DROP VIEW IF EXISTS latest_predictions")
+    op.execute(f"CREATE VIEW latest_predictions AS {sql}")
+
+
 def upgrade() -> None:
     # -- issue 21: the baseline beside every version -------------------------------------------
     for name, type_ in BASELINE_COLUMNS:
@@ -115,6 +148,7 @@ def upgrade() -> None:
     else:
         _replace_model_summary(MODEL_SUMMARY_AFTER)
         op.execute(f"CREATE VIEW jobs AS {JOBS_VIEW}")
+        _replace_latest_predictions(LATEST_PREDICTIONS_AFTER)  # issue 20
 
 
 def downgrade() -> None:
@@ -123,6 +157,7 @@ def downgrade() -> None:
     else:
         op.execute("DROP VIEW IF EXISTS jobs")
         op.execute("DROP VIEW IF EXISTS model_summary")
+        _replace_latest_predictions(LATEST_PREDICTIONS_BEFORE)  # issue 20
     # -- issue 19 ----------------------------------------------------------------------------
     op.drop_index(op.f("ix_job_inputs_job_id_item_key"), table_name="job_inputs", schema=SCHEMA)
     op.drop_table("job_inputs", schema=SCHEMA)

@@ -22,6 +22,7 @@ from sqlheads.errors import (
     MissingTextError,
     QueryShapeError,
 )
+from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Model, Store
 from sqlheads.store.soft_labels import Teacher
 
@@ -33,7 +34,7 @@ def read_labels(store: Store, labels: str) -> pd.DataFrame:
         if frames
         else pd.DataFrame(columns=["item_key", "label"])
     )
-    labelled["item_key"] = [str(k) for k in labelled["item_key"]]
+    labelled["item_key"] = required_keys(labelled["item_key"], "labels")
     return labelled
 
 
@@ -70,7 +71,7 @@ def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
 def read_texts(store: Store, sql: str) -> dict[str, Any]:
     texts: dict[str, Any] = {}
     for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
-        texts.update(zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True))
+        texts.update(zip(chunk["item_key"], chunk["text"], strict=True))
     return texts
 
 
@@ -127,12 +128,16 @@ def text_chunks(
     wanted = (
         None
         if keys is None
-        else {str(k) for c in store.run_query(keys, ("item_key",), "keys") for k in c["item_key"]}
+        else {
+            k
+            for c in store.run_query(keys, ("item_key",), "keys")
+            for k in required_keys(c["item_key"], "keys")
+        }
     )
 
     def chunks() -> Iterator[pd.DataFrame]:
         for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", batch_rows):
-            chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+            chunk = chunk[chunk["item_key"].notna()]  # a NULL key was rejected by embed
             yield chunk if wanted is None else chunk[chunk["item_key"].isin(wanted)]
 
     return chunks(), None
@@ -140,6 +145,6 @@ def text_chunks(
 
 def keyed_vectors(store: Store, set_id: int, keys: str, batch_rows: int):
     for chunk in store.run_query(keys, ("item_key",), "keys", batch_rows):
-        wanted = [str(k) for k in chunk["item_key"]]
+        wanted = required_keys(chunk["item_key"], "keys")
         vectors = store.vectors_for_keys(set_id, wanted)
         yield pd.DataFrame({"item_key": wanted, "vector": [vectors.get(k) for k in wanted]})

@@ -180,6 +180,12 @@ class UnsupportedEncoderError(SqlheadsError):
     number = 50043
 
 
+class QuantizationError(SqlheadsError):
+    """An int8 export whose graph has no int8 MatMul: it would be stored as what it is not."""
+
+    number = 50044
+
+
 class JobStateError(SqlheadsError):
     """A job that cannot do what was asked in its state (cancel a finished job, claim a
     cancelled one)."""

@@ -36,8 +36,11 @@ from sqlheads.errors import (
     EncoderMismatchError,
     InvalidParameterError,
     NotFoundError,
+    QueryShapeError,
 )
+from sqlheads.redeploy import deploy_model
 from sqlheads.store import job_inputs, migrations
+from sqlheads.store.keys import KEYLESS, key_problem, required_keys
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -211,8 +214,19 @@ def embed_rows(
         )
         duplicated = job_inputs.duplicate_keys(store, captured_job_id)
     first = next(chunks, None)
+    if first is None and embedding_set is None:
+        # An empty new set would be created silently and trained on later to no avail.
+        raise QueryShapeError(
+            f"the source query returned no rows: set {set_name!r} was not created; check the "
+            "query's FROM and WHERE clauses (embed an existing set again with an empty source "
+            "to change nothing)"
+        )
     if embedding_set is None:
-        if stage is not None and store.find_encoder(encoder or DEFAULT_ENCODER) is None:
+        # Only the default encoder is exported on first use; another name must be registered.
+        first_use = (
+            encoder in (None, DEFAULT_ENCODER) and store.find_encoder(DEFAULT_ENCODER) is None
+        )
+        if stage is not None and first_use:
             stage("exporting the encoder to ONNX (first use only)")
         chosen = resolve_encoder(store, encoder)
     if stage is not None:
@@ -253,7 +267,10 @@ def embed_rows(
                 _refuse_a_dropped_set(store, embedding_set)
             store.write_embed_batch(embedding_set.set_id, output)
         rejected = output.loc[output["reject_reason"].notna(), "item_key"]
-        rejected_rows = int(rows["item_key"].isin(rejected).sum())
+        rejected_keys = set(rejected)
+        rejected_rows = sum(
+            key_problem(k) is not None or k in rejected_keys for k in rows["item_key"]
+        )
         embedded = len(output) - len(rejected)
         counts["rows_read"] += len(rows)
         counts["embedded"] += embedded
@@ -265,10 +282,9 @@ def embed_rows(
     # key whole: the outcome cannot depend on which batch each copy fell into.
     held: list[pd.DataFrame] = []
     for chunk in itertools.chain([first] if first is not None else [], chunks):
-        chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
         read = len(chunk)
-        if keys is not None:
-            chunk = chunk[[keys(k) for k in chunk["item_key"]]]
+        if keys is not None:  # a keyless row is the part's whose range holds its reject's key
+            chunk = chunk[[keys(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         held.append(chunk[copies])
         if not copies.all():
@@ -374,7 +390,7 @@ def record_version(
         }
     )
     if bool(result["deploy"]):
-        store.deploy(head, model.model_id, result["deploy_reason"])
+        deploy_model(store, model, result["deploy_reason"])
     return {
         "head": head,
         "version": model.version,
@@ -483,9 +499,9 @@ def distill(
         refuse_foreign_keys(store, embedding_set, soft["item_key"], known)
     if transfer is not None:
         chosen = {
-            str(k)
+            k
             for c in store.run_query(transfer, ("item_key",), "transfer")
-            for k in c["item_key"]
+            for k in required_keys(c["item_key"], "transfer")
         }
         frame["in_transfer"] = frame["item_key"].isin(chosen).astype(int)
     deployed = store.deployed_model(head)
@@ -591,9 +607,7 @@ def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
     """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
-    model = store.find_model(head, version)
-    store.deploy(head, model.model_id, settings.REASON_BY_HAND)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.find_model(head, version), settings.REASON_BY_HAND)
 
 
 @_holding("head", HEAD_BUSY)
@@ -618,12 +632,16 @@ def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
             f"head {head!r} has had only one deployed version: nothing to roll back to; "
             f"deploy another with `sqlheads deploy --head {head} --version N`"
         )
-    store.deploy(head, previous, settings.REASON_ROLL_BACK)
-    model = store.model_by_id(previous)
-    return {"head": head, "version": model.version, "model_id": model.model_id}
+    return deploy_model(store, store.model_by_id(previous), settings.REASON_ROLL_BACK)
 
 
 def models(store: Store, *, head: str | None = None) -> pd.DataFrame:
     if head is not None:
         validate_name("head", head)
-    return store.read_view("model_summary", head=head)
+    listed = store.read_view("model_summary", head=head)
+    if head is not None and listed.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`, "
+            "or list every head with `sqlheads models`"
+        )
+    return listed

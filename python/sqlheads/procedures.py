@@ -47,6 +47,13 @@ from sqlheads.settings import (
     deploy_reason,
 )
 from sqlheads.sqlserver import RESULT_TYPES, server_cache_dir, sql_server_parameters, typed_frame
+from sqlheads.store.keys import (
+    KEYLESS,
+    check_key_lengths,
+    item_key_text,
+    key_problem,
+    required_keys,
+)
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 EMBED_INPUT = ("item_key", "text")  # plus, optionally, stored_sha256
@@ -68,11 +75,6 @@ def _require_columns(frame: pd.DataFrame, needed: tuple[str, ...], what: str) ->
             f"{', '.join(missing)} (it returned: {', '.join(map(str, frame.columns)) or 'nothing'})"
             f": alias them, e.g. SELECT id AS item_key, ..."
         )
-
-
-def _keys(series: pd.Series) -> list[str]:
-    """Item keys as text, whatever type the source column had."""
-    return [str(k) for k in series]
 
 
 def refuse_duplicate_keys(keys: list[str]) -> None:
@@ -118,7 +120,7 @@ def embed(
     """
     _require_columns(input_data, EMBED_INPUT, "source")
     long_text = choice("long_text", long_text)
-    keys = _keys(input_data["item_key"])
+    keys = [item_key_text(k) for k in input_data["item_key"]]
     texts = input_data["text"].tolist()
     stored = (
         input_data["stored_sha256"].tolist()
@@ -127,13 +129,19 @@ def embed(
     )
     rows_out: list[tuple] = []
     to_embed: list[tuple[str, str, str]] = []
+    # A NULL or empty key has no row of its own to be stored under: every such row is one
+    # reject under the KEYLESS key (as heads.embed does), and takes no part in duplicates.
+    keyless = sorted({p for p in map(key_problem, keys) if p is not None})
+    if keyless:
+        rows_out.append((KEYLESS, None, None, None, keyless[0]))
+    check_key_lengths(keys, "source")
     # A key given more than once is rejected whole, every copy, on every run: which copy is
     # "first" is not defined in SQL, and keeping any one of them flips between runs.
-    duplicated = {key for key, n in Counter(keys).items() if n > 1}
+    duplicated = {key for key, n in Counter(keys).items() if n > 1 and not key_problem(key)}
     for key in sorted(duplicated):  # one reject row per key
         rows_out.append((key, None, None, None, DUPLICATE_KEY))
     for key, text, old_sha in zip(keys, texts, stored, strict=True):
-        if key in duplicated:
+        if key in duplicated or key_problem(key):
             continue
         if text is None or (isinstance(text, float) and np.isnan(text)):
             rows_out.append((key, None, None, None, "text is NULL"))
@@ -210,7 +218,7 @@ def train(
         dropout=dropout,
         seed=seed,
     ).validate()
-    keys = _keys(input_data["item_key"])
+    keys = required_keys(input_data["item_key"], "labels")
     if len(keys) == 0:
         raise MissingEmbeddingsError(
             "the labels query returned no rows: check its WHERE clause and the set's keys"
@@ -313,7 +321,7 @@ def soft_labels_frame(frame: pd.DataFrame) -> pd.DataFrame:
             f"{int(np.isnan(logits).any(axis=1).sum())} soft-label row(s) hold NULL logits: "
             "filter them out (WHERE ... IS NOT NULL)"
         )
-    keys = _keys(frame["item_key"])
+    keys = required_keys(frame["item_key"], "soft labels")
     duplicated = len(keys) - len(set(keys))
     if duplicated:
         raise InvalidParameterError(
@@ -400,7 +408,7 @@ def distill(
         )
     ).validate()
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
-    keys = _keys(input_data["item_key"])
+    keys = required_keys(input_data["item_key"], "labels")
     refuse_duplicate_keys(keys)
     teacher_classes = [str(c) for c in json.loads(teacher_classes_json)]
     labelled = present(input_data["label"], "text")
@@ -601,7 +609,7 @@ def predict(
     encoded_names = [json.dumps(c) for c in model.classes_]
     return pd.DataFrame(
         {
-            "item_key": _keys(rows["item_key"]),
+            "item_key": [item_key_text(k) for k in rows["item_key"]],
             "label": classes[best],
             "score": probabilities[np.arange(len(best)), best].astype(float),
             "probabilities_json": [

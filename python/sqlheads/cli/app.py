@@ -19,6 +19,7 @@ from rich.table import Table
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads import host
+from sqlheads.cli import help as cli_help
 from sqlheads.errors import DatabaseError, SqlheadsError
 from sqlheads.store import migrations
 from sqlheads.store.repository import Store
@@ -32,6 +33,7 @@ app = typer.Typer(
 
 
 console = Console(stderr=True)
+cli_help.hide_flag_types()
 
 
 class _Options:
@@ -90,7 +92,11 @@ def fail(error: SqlheadsError) -> None:
         typer.echo(json.dumps({"error": error.message, "number": error.number}))
     else:
         # escape: messages quote SQL and extras such as [mssql], which are not markup
-        console.print(f"[bold red]error {error.number}:[/] {escape(error.message)}")
+        # A log file or a pipe gets the message on one line, not wrapped at 80 columns.
+        console.print(
+            f"[bold red]error {error.number}:[/] {escape(error.message)}",
+            soft_wrap=not console.is_terminal,
+        )
     raise typer.Exit(2)
 
 

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from sqlheads import encoders as encoder_registry
 from sqlheads import host
+from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, options, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.store.repository import Store
@@ -62,30 +62,20 @@ def encoders() -> None:
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
-        catalogue = Table(
-            "model", "dim", "MB int8/fp32", "installed", "registered as", "rows/s", "accuracy",
-            title="catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+        out.print(
+            cli_tables.fitted_table(
+                "catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
+                cli_tables.CATALOGUE, result["catalogue"], out.width,
+            )
         )  # fmt: skip
-        for e in result["catalogue"]:
-            catalogue.add_row(
-                e["model"], str(e["dim"]), f"{e['int8_mb']}/{e['fp32_mb']}",
-                "yes" if e["installed"] else "no", ", ".join(e["registered_as"]),
-                e["rows_per_second"], e["accuracy"],
-            )  # fmt: skip
-        out.print(catalogue)
         for e in result["catalogue"]:
             if not e["installed"]:
                 out.print(f"to install {e['model']}: {e['install']}")
-        registered = Table(
-            "name", "dim", "max length", "quantization", "MB", "parity cosine",
-            title="registered in this store",
-        )  # fmt: skip
-        for r in result["registered"]:
-            registered.add_row(
-                r["name"], str(r["dim"]), str(r["max_length"]), r["quantization"],
-                str(r["mb"]), str(r["parity_cosine"]),
-            )  # fmt: skip
-        out.print(registered)
+        out.print(
+            cli_tables.fitted_table(
+                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width
+            )
+        )
 
     run(lambda: encoder_registry.encoders(open_store()), "encoders", render)
 
@@ -123,7 +113,9 @@ def embed(
 
 
 @app.command("drop-set")
-def drop_set(set_name: Annotated[str, typer.Option("--set")]) -> None:
+def drop_set(
+    set_name: Annotated[str, typer.Option("--set", help="The embedding set to delete.")],
+) -> None:
     """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
 
     def action() -> dict[str, Any]:

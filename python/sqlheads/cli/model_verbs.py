@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from sqlheads import host, settings
+from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT
 from sqlheads.host import LOCK_TIMEOUT_MS
 
@@ -27,7 +27,11 @@ def train(
         int | None, typer.Option(help="Hidden units (default max(64, 4 x classes), <= 512).")
     ] = None,
     recipe: Annotated[
-        str, typer.Option(help="fast (early stopping) or seed (Adam amsgrad, linear decay).")
+        str,
+        typer.Option(
+            help=f"auto: fast from {FAST_FROM_ROWS:,} training rows on, seed below; fast "
+            "(early stopping) or seed (Adam amsgrad, linear decay)."
+        ),
     ] = HeadParams.recipe,
     epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
         HeadParams.epochs
@@ -209,7 +213,7 @@ def predict(
 
 @app.command()
 def deploy(
-    head: Annotated[str, typer.Option()],
+    head: Annotated[str, typer.Option(help="The head whose version to deploy.")],
     version: Annotated[int, typer.Option(help="Version to deploy.")],
     lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
@@ -224,26 +228,14 @@ def deploy(
 
 @app.command("roll-back")
 def roll_back(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to deploy the previous version of.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Deploy again the version deployed before the current one (heads.roll_back)."""
     run(
         lambda: host.roll_back(open_store(), head=head, lock_timeout_ms=lock_timeout_ms),
         "roll-back",
     )
-
-
-# What `models` shows by default, under short headers: this fits 80 columns with 12-letter
-# names; --wide (or --json) gives every column of model_summary.
-MODEL_COLUMNS = {
-    "head": "head",
-    "version": "version",
-    "is_deployed": "deployed",
-    "accuracy": "accuracy",
-    "macro_f1": "macro_f1",
-    "set_name": "set",
-}
-BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
 
 
 @app.command()
@@ -260,35 +252,21 @@ def models(
         return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
 
     def render(result: dict[str, Any]) -> None:
-        records = result["models"]
-        columns = dict(MODEL_COLUMNS)
-        if wide and records:
-            columns = {column: column for column in records[0]}
-        # Numbers never shrink to "0.…": only the names may wrap.
-        table = Table(title="model_summary")
-        for column, header in columns.items():
-            table.add_column(header, no_wrap=column not in ("head", "set_name"))
-        for record in records:
-            cells = {column: _cell(column, record[column]) for column in columns}
-            if record.get("below_baseline") and not wide:
-                cells["accuracy"] += BELOW_BASELINE
-            table.add_row(*cells.values())
-        if any(record.get("below_baseline") for record in records) and not wide:
-            table.caption = f"{BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
-        Console().print(table)
+        out = Console()
+        columns = cli_tables.MODELS_WIDE if wide else cli_tables.MODELS
+        table = cli_tables.fitted_table("model_summary", columns, result["models"], out.width)
+        if not wide and any(record.get("below_baseline") for record in result["models"]):
+            below = f"{cli_tables.BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
+            table.caption = below if table.caption is None else f"{below}; {table.caption}"
+        out.print(table)
 
     run(action, "models", render)
 
 
-def _cell(column: str, value: Any) -> str:
-    if column == "is_deployed":
-        return "yes" if value else ""
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 @app.command("drop-head")
 def drop_head(
-    head: Annotated[str, typer.Option()], lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS
+    head: Annotated[str, typer.Option(help="The head to delete, with every version.")],
+    lock_timeout_ms: LockTimeout = LOCK_TIMEOUT_MS,
 ) -> None:
     """Delete a head: its versions, deployments and predictions."""
     run(
@@ -309,3 +287,16 @@ def report(
     from sqlheads.report import build_report
 
     run(lambda: build_report(open_store(), head, version=version, out_dir=out), "report")
+
+
+@app.command()
+def plot(
+    what: Annotated[str, typer.Argument(help="versions, students (both need --head) or job.")],
+    head: Annotated[str | None, typer.Option(help="The head (versions, students).")] = None,
+    job_id: Annotated[int | None, typer.Option("--job-id", help="The job (job).")] = None,
+    out: Annotated[str | None, typer.Option(help="The PNG (default WHAT-NAME.png).")] = None,
+) -> None:
+    """Draw a head's versions over time, its teacher and students, or a job's progress."""
+    from sqlheads.plots import plot_figure
+
+    run(lambda: plot_figure(open_store(), what, head=head, job_id=job_id, out=out), "plot")

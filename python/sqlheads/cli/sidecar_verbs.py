@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from sqlheads import host
+from sqlheads.cli import help as cli_help
+from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, console, open_store, run
 
 
@@ -36,8 +37,11 @@ def sidecar(
         list[str] | None, typer.Option(help="Only jobs of this kind (teacher, embed); repeatable.")
     ] = None,
 ) -> None:
-    """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint."""
+    """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint.
+    Exits with status 1 when a job it ran failed."""
     from sqlheads.sidecar.worker import Sidecar, SidecarOptions
+
+    ran: list[dict[str, Any]] = []
 
     def action() -> dict[str, Any]:
         chosen = SidecarOptions(
@@ -49,9 +53,13 @@ def sidecar(
             stale_after_seconds=stale_after_seconds,
             kinds=tuple(kind or ()),
         )
-        return Sidecar(open_store(), chosen, console=console).run()
+        summary = Sidecar(open_store(), chosen, console=console).run()
+        ran.extend(summary["jobs"])
+        return summary
 
     run(action, "sidecar")
+    if any(job["state"] == "failed" for job in ran):  # schedulers and CI read the status
+        raise typer.Exit(1)
 
 
 @app.command("request-embed")
@@ -101,20 +109,32 @@ def request_teacher(
         list[str] | None,
         typer.Option(help="encoder and/or word (repeatable); none: pass --no-students."),
     ] = None,
-    no_students: Annotated[bool, typer.Option("--no-students")] = False,
-    student_model: Annotated[str | None, typer.Option()] = None,
+    no_students: Annotated[
+        bool, typer.Option("--no-students", help=cli_help.teacher_help("no_students"))
+    ] = False,
+    student_model: Annotated[
+        str | None, typer.Option(help=cli_help.teacher_help("student_model"))
+    ] = None,
     deploy: Annotated[str | None, typer.Option(help="if-better, always or never.")] = None,
-    epochs: Annotated[int | None, typer.Option()] = None,
-    batch_size: Annotated[int | None, typer.Option()] = None,
-    lr: Annotated[float | None, typer.Option()] = None,
-    max_length: Annotated[int | None, typer.Option()] = None,
-    warmup_ratio: Annotated[float | None, typer.Option()] = None,
-    grad_accumulation: Annotated[int | None, typer.Option()] = None,
-    patience: Annotated[int | None, typer.Option()] = None,
+    epochs: Annotated[int | None, typer.Option(help=cli_help.teacher_help("epochs"))] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("batch_size"))
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help=cli_help.teacher_help("lr"))] = None,
+    max_length: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("max_length"))
+    ] = None,
+    warmup_ratio: Annotated[
+        float | None, typer.Option(help=cli_help.teacher_help("warmup_ratio"))
+    ] = None,
+    grad_accumulation: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("grad_accumulation"))
+    ] = None,
+    patience: Annotated[int | None, typer.Option(help=cli_help.teacher_help("patience"))] = None,
     compile: Annotated[str | None, typer.Option(help="auto, on or off.")] = None,
     precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
-    seed: Annotated[int | None, typer.Option()] = None,
-    max_steps: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int | None, typer.Option(help=cli_help.teacher_help("seed"))] = None,
+    max_steps: Annotated[int | None, typer.Option(help=cli_help.teacher_help("max_steps"))] = None,
 ) -> None:
     """Queue fine-tuning a teacher on a head's labels (then soft labels and students)."""
     from sqlheads.sidecar.requests import request_teacher as request
@@ -147,12 +167,6 @@ def request_teacher(
     )
 
 
-JOB_COLUMNS = (
-    "job_id", "kind", "state", "head", "set_name", "part", "parts", "attempts", "claimed_by",
-    "stage", "progress_done", "progress_total", "error_number", "requested_at",
-)  # fmt: skip
-
-
 @app.command()
 def jobs(
     state: Annotated[
@@ -164,12 +178,8 @@ def jobs(
     from sqlheads.sidecar.requests import jobs as listing
 
     def render(result: dict[str, Any]) -> None:
-        table = Table(title="jobs")
-        for column in JOB_COLUMNS:
-            table.add_column(column)
-        for record in result["jobs"]:
-            table.add_row(*["" if record[c] is None else str(record[c]) for c in JOB_COLUMNS])
-        Console().print(table)
+        out = Console()
+        out.print(cli_tables.fitted_table("jobs", cli_tables.JOBS, result["jobs"], out.width))
 
     run(lambda: listing(open_store(), state=state, kind=kind), "jobs", render)
 

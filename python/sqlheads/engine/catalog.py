@@ -52,11 +52,14 @@ class CatalogEncoder:
             return False
         return True
 
-    def model_dir(self) -> Path:
+    def require_installed(self) -> None:
         if not self.installed():
             raise EncoderNotInstalledError(
                 f"encoder {self.name!r} is not installed: {self.install}"
             )
+
+    def model_dir(self) -> Path:
+        self.require_installed()
         return self.locate()
 
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
+import re
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -34,6 +38,7 @@ from sqlheads.engine.encoder import (  # noqa: E402
 from sqlheads.errors import (  # noqa: E402
     ExportParityError,
     InvalidParameterError,
+    QuantizationError,
     UnsupportedEncoderError,
 )
 
@@ -43,8 +48,15 @@ PARITY_THRESHOLD = 0.9999
 INT8_SANITY_THRESHOLD = 0.95
 # Below this the int8 graph is retried with the feed-forward output projections in fp32.
 INT8_TARGET = 0.97
-FEED_FORWARD_OUTPUT = "/output/dense/MatMul"  # the exporter's name for BertOutput/MPNetOutput
+# The exporter's name for BertOutput's / MPNetOutput's projection; BERT's attention output is
+# ".../attention/output/dense/MatMul", which this must not match.
+FEED_FORWARD_OUTPUT = re.compile(r"/layer\.\d+/output/dense/MatMul$")
 QUANTIZATIONS = ("none", "int8")
+# What the store records: every weight MatMul int8, or some (the feed-forward outputs) fp32.
+INT8, INT8_PARTIAL = "int8", "int8-partial"
+# Operators that multiply by a stored int8 weight, and those that multiply by a float one.
+INT8_MATMULS = ("MatMulInteger", "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
+FLOAT_MATMULS = ("MatMul", "Attention", "Gemm")
 
 # Mixed lengths, so that a padded batch exercises the attention mask.
 PARITY_TEXTS = (
@@ -163,7 +175,8 @@ def _export_cache_key(model_dir: Path, max_length: int, quantization: str) -> st
         if file.is_file():
             stat = file.stat()
             digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
-    digest.update(f"{max_length}:{quantization}:v3".encode())
+    # v4: 7-bit int8 weights (reduce_range), feed-forward exclusion no longer matches attention.
+    digest.update(f"{max_length}:{quantization}:v4".encode())
     return digest.hexdigest()[:32]
 
 
@@ -214,7 +227,7 @@ def _export(
     fused_parity = _min_cosine(_run_graph(fused, ids, mask), reference)
     if fused_parity < PARITY_THRESHOLD:
         fused, fused_parity = fp32, parity  # fusions that change the result are not worth having
-    onnx_bytes, final_parity = fused, fused_parity
+    onnx_bytes, final_parity, recorded = fused, fused_parity, quantization
     if quantization == "int8":
         onnx_bytes = quantize_int8(fused)
         final_parity = _min_cosine(_run_graph(onnx_bytes, ids, mask), reference)
@@ -229,13 +242,14 @@ def _export(
                 f"int8 quantisation of {model_dir} broke the encoder (min cosine "
                 f"{final_parity:.4f} to PyTorch): register it with quantization='none'"
             )
+        recorded = int8_kind(onnx_bytes, model_dir)
     return EncoderArtifact(
         name=name,
         onnx=onnx_bytes,
         tokenizer_json=tokenizer_json,
         dim=int(reference.shape[1]),
         max_length=max_length,
-        quantization=quantization,
+        quantization=recorded,
         source=str(model_dir),
         parity_cosine=float(final_parity),
     )
@@ -279,12 +293,69 @@ def fuse(onnx_bytes: bytes, config: PretrainedConfig) -> bytes:
         return out.read_bytes()
 
 
-def quantize_int8(onnx_bytes: bytes, exclude: str | None = None) -> bytes:
-    """Per-channel dynamic int8; MatMul nodes whose name contains ``exclude`` stay fp32."""
+class _PreprocessingAdvice(logging.Filter):
+    """onnxruntime advises pre-processing (its shape inference and graph optimisation) on the
+    root logger at every quantisation; the export has already optimised the graph, and a user
+    seeing the advice on first use can do nothing with it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
+@contextmanager
+def without_preprocessing_advice() -> Iterator[None]:
+    """Quantise without onnxruntime's advice to pre-process (issue 20)."""
+    advice = _PreprocessingAdvice()
+    logging.getLogger().addFilter(advice)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+def weight_matmuls(onnx_bytes: bytes) -> tuple[int, int]:
+    """How many matrix products by a stored weight the graph runs in int8, and how many in float.
+
+    Products of two activations (attention scores in an unfused graph) are not counted: dynamic
+    quantisation leaves them float by design.
+    """
+    graph = onnx.load_from_string(onnx_bytes).graph
+    weights = {init.name for init in graph.initializer}
+    int8 = sum(n.op_type in INT8_MATMULS for n in graph.node)
+    floats = sum(n.op_type in FLOAT_MATMULS and n.input[1] in weights for n in graph.node)
+    return int8, floats
+
+
+def int8_kind(onnx_bytes: bytes, model_dir: Path) -> str:
+    """``int8`` when every weight MatMul is int8, ``int8-partial`` when some stayed float.
+
+    A graph with no int8 MatMul at all is refused: quantisation did nothing (an onnxruntime
+    whose quantiser skips these nodes), and storing it as int8 would misstate its size and speed.
+    """
+    int8, floats = weight_matmuls(onnx_bytes)
+    if int8 == 0:
+        raise QuantizationError(
+            f"int8 quantisation of {model_dir} left all {floats} weight MatMuls in float: "
+            "this onnxruntime's quantiser does not handle the graph; install the versions in "
+            "constraints.txt, or register it with quantization='none'"
+        )
+    return INT8 if floats == 0 else INT8_PARTIAL
+
+
+@without_preprocessing_advice()
+def quantize_int8(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> bytes:
+    """Per-channel dynamic int8; MatMul nodes whose name ``exclude`` matches stay fp32.
+
+    Weights are 7-bit (``reduce_range``): on x86 CPUs without VNNI (AVX2, AVX-512F) onnxruntime
+    multiplies uint8 activations by int8 weights in instructions that saturate at int16: on
+    such a machine all-MiniLM-L6-v2's 8-bit graph fell to cosine 0.962, under INT8_TARGET, and
+    so into the partial fallback (0.975 with 7-bit weights). The exported graph must not depend
+    on the CPU that exported it.
+    """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     graph = onnx.load_from_string(onnx_bytes).graph
-    excluded = [n.name for n in graph.node if exclude is not None and exclude in n.name]
+    excluded = [n.name for n in graph.node if exclude is not None and exclude.search(n.name)]
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         source.write_bytes(onnx_bytes)
@@ -292,6 +363,7 @@ def quantize_int8(onnx_bytes: bytes, exclude: str | None = None) -> bytes:
             str(source),
             str(target),
             per_channel=True,
+            reduce_range=True,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
             # Fused nodes (com.microsoft domain) defeat shape inference; their outputs are float.

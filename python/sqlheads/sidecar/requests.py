@@ -15,8 +15,12 @@ from typing import Any
 import pandas as pd
 
 from sqlheads import caller_rows, encoders, host, procedures, settings
+from sqlheads.engine.catalog import CATALOG
+from sqlheads.engine.text_classifier import model_directory
+from sqlheads.errors import SingleClassError
 from sqlheads.store import job_inputs
 from sqlheads.store.jobs import JobQueue, in_range, split_keys
+from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import Store, validate_name
 
 
@@ -48,7 +52,7 @@ def request_embed(
     existing = host.check_embedding_set(store, set_name, encoder, long_text)
     frames = list(store.run_query(source, procedures.EMBED_INPUT, "source", 10_000))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_key"])
-    keys = [str(key) for key in rows["item_key"]]
+    keys = required_keys(rows["item_key"], "source")  # NULL: 50003, as heads.request_embed does
     rows["item_key"] = keys
     chosen = (
         store.encoder(existing.encoder_id) if existing else encoders.resolve_encoder(store, encoder)
@@ -85,7 +89,8 @@ def request_teacher(
     **knobs: Any,
 ) -> dict[str, Any]:
     """Queue fine-tuning a teacher for ``head`` on the set's rows (then its soft labels and
-    students): the parameters checked and completed by the teacher job itself."""
+    students): the parameters checked and completed by the teacher job itself, and what the
+    job would fail on checked now (:func:`check_teacher_request`)."""
     validate_name("head", head)
     source = caller_rows.text_source(store.require_set(set_name), source)
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
@@ -93,10 +98,37 @@ def request_teacher(
     given = {key: value for key, value in knobs.items() if value is not None}
     parameters = validate_teacher_request({"labels": labels, "source": source, **given})
     labelled = caller_rows.read_labels(store, labels)
+    check_teacher_request(store, parameters, labelled)
     procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
     captured = job_inputs.teacher_rows(labelled, caller_rows.read_texts(store, source))
     (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head, inputs=[captured])
     return {"job_id": job.job_id, "head": head, "set": set_name, "parameters": parameters}
+
+
+def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd.DataFrame) -> None:
+    """Refuse now a teacher job that could only fail: labels (read by
+    :func:`caller_rows.read_labels`, which refuses NULL keys with 50003) of fewer than two
+    classes (50004), and, on SQLite (whose sidecar runs on this machine), a model that is not
+    installed (50041) or not a model directory (50012). A server's sidecar runs elsewhere:
+    there the job fails at its first attempt instead."""
+    classes = sorted(
+        {str(v) for v in labelled["label"][procedures.present(labelled["label"], "text")]}
+    )
+    if len(classes) < 2:
+        raise SingleClassError(
+            f"the teacher's labels hold {len(classes)} class(es) ({', '.join(classes) or 'none'}): "
+            "a classifier needs at least two; label rows of another class"
+        )
+    if not store.is_sqlite:
+        return
+    models = [parameters["model"]]
+    if "encoder" in parameters["students"]:
+        models.append(parameters["student_model"])
+    for model in models:
+        if model in CATALOG:
+            CATALOG[model].require_installed()
+        else:
+            model_directory(model)
 
 
 def jobs(store: Store, *, state: str | None = None, kind: str | None = None) -> dict[str, Any]:

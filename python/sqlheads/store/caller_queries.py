@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import QueryNotAllowedError, QueryShapeError
+from sqlheads.store.keys import item_key_text
 
 
 class CallerQueries:
@@ -85,8 +86,11 @@ class CallerQueries:
         try:
             result = connection.exec_driver_sql(sql.strip().rstrip(";"))
         except DBAPIError as error:
+            if error.connection_invalidated:  # a lost connection, not the query's fault
+                raise
             raise QueryShapeError(
-                f"the {what} query failed: {error.orig}. Check it runs on its own first"
+                f"the {what} query failed: {str(error.orig).rstrip('.')}. Check it runs on its "
+                "own first"
             ) from None
         try:
             if not result.returns_rows:
@@ -100,7 +104,7 @@ class CallerQueries:
                     "e.g. SELECT id AS item_key, ..."
                 )
             while rows := result.fetchmany(chunk_rows):
-                yield pd.DataFrame([tuple(r) for r in rows], columns=columns)
+                yield _query_frame(rows, columns)
         finally:
             result.close()
 
@@ -129,7 +133,7 @@ class CallerQueries:
                     f"the source query cannot be read as a subquery ({error.orig}): drop its "
                     "ORDER BY, or wrap it in a view"
                 ) from None
-            return {str(key) for (key,) in rows}
+            return {item_key_text(key) for (key,) in rows if key is not None}
 
 
 # What a caller's query may do on SQLite: read and compute. Everything else (ATTACH, which
@@ -169,3 +173,13 @@ def _read_only_authorizer(refused: list[str]):
         return sqlite3.SQLITE_DENY
 
     return authorize
+
+
+def _query_frame(rows: list, columns: list[str]) -> pd.DataFrame:
+    """A caller's rows, the ``item_key`` column made key text from the DB-API values (as a
+    pandas column, an INTEGER key column with a NULL would be floats: 1 would become '1.0')."""
+    frame = pd.DataFrame([tuple(r) for r in rows], columns=columns)
+    if "item_key" in columns:
+        at = columns.index("item_key")
+        frame["item_key"] = pd.Series([item_key_text(r[at]) for r in rows], dtype=object)
+    return frame

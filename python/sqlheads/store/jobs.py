@@ -7,8 +7,10 @@ a second claimer skips the row the first one holds). Every time stamp is the dat
 (``CURRENT_TIMESTAMP``), so machines with drifting clocks agree on which heartbeat is stale.
 
 A job's life: queued -> running (claimed; ``attempts`` + 1) -> done | failed | cancelled.
-A failure goes back to queued while attempts < max_attempts. A running job whose heartbeat is
-older than the stale limit (its sidecar was killed) is claimable again, by the same claim.
+A transient fault (:func:`is_transient`: a lost connection, out of memory, a busy lock) goes
+back to queued while attempts < max_attempts; any other failure, a numbered user error above
+all, fails the job at once: trying again would only fail again. A running job whose heartbeat
+is older than the stale limit (its sidecar was killed) is claimable again, by the same claim.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, and_, func, insert, literal_column, or_, select, update
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from sqlheads import settings
 from sqlheads.errors import (
+    BusyError,
     JobClaimLostError,
     JobStaleError,
     JobStateError,
@@ -34,6 +38,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import job_inputs
 from sqlheads.store import schema as s
+from sqlheads.store.frames import typed_frame
 from sqlheads.store.repository import Store, validate_name
 
 FINISHED = ("done", "failed", "cancelled")
@@ -84,6 +89,19 @@ def check_state(state: str | None) -> str | None:
             f"job state {state!r} is not known: pass one of {', '.join(s.JOB_STATES)}"
         )
     return state
+
+
+def is_transient(error: BaseException) -> bool:
+    """A fault that may go away on its own, so that the job is worth another attempt: a lost
+    connection or an operational database error (DB-API's class for disconnects and the
+    server's own resource errors), out of memory (host or GPU), a lock another process holds."""
+    if isinstance(error, DBAPIError):
+        return error.connection_invalidated or isinstance(error, OperationalError)
+    if isinstance(error, SqlheadsError):
+        return isinstance(error, BusyError)
+    # torch.OutOfMemoryError by name: the queue does not import torch.
+    out_of_memory = any(c.__name__ == "OutOfMemoryError" for c in type(error).__mro__)
+    return out_of_memory or isinstance(error, MemoryError | ConnectionError | DisconnectionError)
 
 
 def split_keys(keys: Sequence[str], parts: int) -> list[tuple[str | None, str | None]]:
@@ -184,7 +202,7 @@ class JobQueue:
             query = query.where(q.kind == kind)
         with self.store.engine.connect() as c:
             rows = c.execute(query).all()
-        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+        return typed_frame(rows, query.selected_columns)
 
     def count(self) -> int:
         """Jobs in the queue, of every state."""
@@ -304,12 +322,13 @@ class JobQueue:
             self._held(c, job_id, worker, values)
 
     def fail(self, job_id: int, worker: str, error: BaseException) -> str:
-        """Record the error; back to queued while attempts remain, else failed. The state."""
+        """Record the error; back to queued if it is transient and attempts remain, else
+        failed. The state."""
         number = error.number if isinstance(error, SqlheadsError) else None
         message = error.message if isinstance(error, SqlheadsError) else repr(error)
         with self.store.engine.begin() as c:
             row = c.execute(select(q.attempts, q.max_attempts).where(q.job_id == job_id)).one()
-            retry = row.attempts < row.max_attempts
+            retry = is_transient(error) and row.attempts < row.max_attempts
             values: dict[str, Any] = {
                 "state": "queued" if retry else "failed",
                 "error": message,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ from sqlheads.store import applocks
 from sqlheads.store import schema as s
 from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
+from sqlheads.store.frames import typed_frame
+from sqlheads.store.sqlite_file import check_sqlite_file
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SET_BUSY = (
@@ -91,6 +93,7 @@ def _shown(url: str) -> str:
 
 def _create_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
+        check_sqlite_file(make_url(url).database)
         engine = create_engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")
@@ -212,7 +215,7 @@ class Store(CallerQueries):
         ).order_by(e.name)
         with self.engine.connect() as c:
             rows = c.execute(query).all()
-        return pd.DataFrame([tuple(r) for r in rows], columns=list(query.selected_columns.keys()))
+        return typed_frame(rows, query.selected_columns)
 
     def encoder_bytes(self, encoder_id: int) -> tuple[bytes, str]:
         with self.engine.connect() as c:
@@ -474,16 +477,6 @@ class Store(CallerQueries):
             .limit(1)
         ).scalar_one_or_none()
 
-    def deploy(self, head: str, model_id: int, reason: str) -> None:
-        """Deploy a model; the predictions of the version it replaces go in the same
-        transaction (no view shows them any more; a version scored with ``--version`` while
-        another was deployed keeps its predictions until it is itself deployed and replaced)."""
-        with self.engine.begin() as c:
-            replaced = self._deployed_model_id(c, head)
-            c.execute(insert(s.deployments).values(head=head, model_id=model_id, reason=reason))
-            if replaced is not None and replaced != model_id:
-                c.execute(delete(s.predictions).where(s.predictions.c.model_id == replaced))
-
     def deployment_history(self, head: str) -> list[int]:
         """Model ids deployed for a head, newest first."""
         with self.engine.connect() as c:
@@ -510,8 +503,19 @@ class Store(CallerQueries):
             c.execute(delete(s.models).where(s.models.c.head == head))
         return len(ids)
 
-    def write_predictions(self, model_id: int, set_id: int, output: pd.DataFrame) -> None:
-        """Insert or replace one batch of predictions, in one transaction."""
+    def write_predictions(
+        self,
+        model_id: int,
+        set_id: int,
+        output: pd.DataFrame,
+        connection: Connection | None = None,
+    ) -> None:
+        """Insert or replace one batch of predictions, in one transaction (``connection``'s
+        open one, if given: deploy writes many batches in one)."""
+        if connection is None:
+            with self.engine.begin() as c:
+                self.write_predictions(model_id, set_id, output, c)
+            return
         rows = [
             {
                 "model_id": model_id,
@@ -525,7 +529,7 @@ class Store(CallerQueries):
         ]
         if not rows:
             return
-        with self.engine.begin() as c:
+        with nullcontext(connection) as c:
             if self.is_sqlite:
                 # One upsert instead of a delete per key chunk: the delete was a third to a half
                 # of predict's time even when there was nothing to replace.
@@ -563,7 +567,7 @@ class Store(CallerQueries):
                 query = query.where(view.c[column] == value)
         with self.engine.connect() as c:
             rows = c.execute(query).all()
-            return pd.DataFrame([tuple(r) for r in rows], columns=list(view.c.keys()))
+            return typed_frame(rows, view.c)
 
 
 def _encoder_select():

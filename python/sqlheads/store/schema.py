@@ -26,6 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
     case,
     func,
+    or_,
     select,
     text,
 )
@@ -305,9 +306,47 @@ def _current_deployments():
     )
 
 
+def _last_deployments():
+    """Each version's newest deployment: the later, the more it stands for its head."""
+    return (
+        select(
+            deployments.c.model_id,
+            deployments.c.head,
+            func.max(deployments.c.deployment_id).label("deployment_id"),
+        )
+        .group_by(deployments.c.model_id, deployments.c.head)
+        .subquery("shown")
+    )
+
+
 def latest_predictions_select():
-    """Predictions of the deployed model of each head: what a BI tool reads."""
-    current = _current_deployments()
+    """Each row's prediction by the most recently deployed version of its head that has one:
+    the deployed version's, or where a deploy could not re-score a set (a text model whose
+    set has no known source), the version it replaced, until predict runs. What a BI tool
+    reads. The deployed version's rows are shown without a look further (nothing is newer);
+    an earlier version's row only where no later deployed version has the key (a primary key
+    look-up per version)."""
+    shown = _last_deployments()
+    newest = (
+        select(deployments.c.head, func.max(deployments.c.deployment_id).label("deployment_id"))
+        .group_by(deployments.c.head)
+        .subquery("newest")
+    )
+    later = deployments.alias("later")
+    newer_predictions = predictions.alias("newer_predictions")
+    superseded = (
+        select(newer_predictions.c.model_id)
+        .where(
+            newer_predictions.c.model_id.in_(
+                select(later.c.model_id)
+                .where(later.c.head == shown.c.head, later.c.deployment_id > shown.c.deployment_id)
+                .correlate_except(later)
+            ),
+            newer_predictions.c.set_id == predictions.c.set_id,
+            newer_predictions.c.item_key == predictions.c.item_key,
+        )
+        .exists()
+    )
     return (
         select(
             models.c.head,
@@ -321,9 +360,11 @@ def latest_predictions_select():
             predictions.c.predicted_at,
         )
         .select_from(predictions)
-        .join(current, current.c.model_id == predictions.c.model_id)
+        .join(shown, shown.c.model_id == predictions.c.model_id)
+        .join(newest, newest.c.head == shown.c.head)
         .join(models, models.c.model_id == predictions.c.model_id)
         .join(embedding_sets, embedding_sets.c.set_id == predictions.c.set_id)
+        .where(or_(shown.c.deployment_id == newest.c.deployment_id, ~superseded))
     )
 
 

@@ -170,6 +170,12 @@ BEGIN
             CREATE TABLE #predict_keys_raw (item_key nvarchar(450) COLLATE DATABASE_DEFAULT NULL);
             EXEC heads.stage_query
                 @what = N'keys', @query = @keys, @columns = N'item_key', @into = N'#predict_keys_raw';
+            IF EXISTS (SELECT 1 FROM #predict_keys_raw AS r WHERE r.item_key IS NULL OR r.item_key = N'')
+            BEGIN
+                SET @message = N'the keys query returned rows with a NULL or empty item_key: '
+                    + N'filter them out (WHERE key IS NOT NULL)';
+                THROW 50003, @message, 1;
+            END;
             INSERT INTO #predict_keys (item_key)
             SELECT DISTINCT r.item_key
             FROM #predict_keys_raw AS r

@@ -1,0 +1,196 @@
+"""``sqlheads plot``: PNGs in the style of ``sqlheads report`` (issue 20, point 5).
+
+- ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
+  the deployed one starred), from ``model_summary``;
+- ``students``: a head's students against their teacher, held-out accuracy against rows/s,
+  the rows/s measured here by scoring a sample of the set's rows with each version;
+- ``job``: a sidecar job's progress (from ``jobs``) and, for a teacher job, the teacher's
+  training loss curve.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sqlheads import procedures
+from sqlheads.engine.kinds import model_kind
+from sqlheads.errors import InvalidParameterError, NotFoundError
+from sqlheads.report import pyplot
+from sqlheads.store.repository import Model, Store
+
+SAMPLE_ROWS = 256  # rows scored per version to measure rows/s
+SIZE = (6.4, 4.4)  # as report.py's figures
+
+
+def plot_figure(
+    store: Store,
+    what: str,
+    *,
+    head: str | None = None,
+    job_id: int | None = None,
+    out: str | None = None,
+) -> dict[str, Any]:
+    """The command line's ``plot``: checks what is asked, then draws it."""
+    if what in ("versions", "students"):
+        if head is None:
+            raise InvalidParameterError(f"plot {what} needs --head: pass the head to draw")
+        draw = plot_versions if what == "versions" else plot_students
+        return draw(store, head, Path(out or f"{what}-{head}.png"))
+    if what == "job":
+        if job_id is None:
+            raise InvalidParameterError("plot job needs --job-id: list jobs with `sqlheads jobs`")
+        return plot_job(store, job_id, Path(out or f"job-{job_id}.png"))
+    raise InvalidParameterError(f"cannot plot {what!r}: pass versions, students or job")
+
+
+def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
+    """A head's versions over time: accuracy and macro-F1 by creation time."""
+    versions = _versions(store, head)
+    created = pd.to_datetime(versions["created_at"])
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=SIZE)
+    ax.plot(created, versions["accuracy"], marker="o", label="accuracy")
+    ax.plot(created, versions["macro_f1"], marker="s", label="macro-F1")
+    for when, row in zip(created, versions.itertuples(), strict=True):
+        ax.annotate(f"v{row.version} {row.kind}", (when, row.accuracy), fontsize=7,
+                    xytext=(3, 4), textcoords="offset points")  # fmt: skip
+    deployed = versions["is_deployed"] == 1
+    ax.scatter(created[deployed], versions.loc[deployed, "accuracy"], marker="*", s=160,
+               color="gold", edgecolors="black", label="deployed", zorder=3)  # fmt: skip
+    ax.set(xlabel="created", ylabel="held-out", title=f"Versions of {head} over time")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    figure.autofmt_xdate()
+    return _saved(plt, figure, out, {"head": head, "versions": len(versions)})
+
+
+def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
+    """Each version of a head, and its students' teacher, as accuracy against rows/s."""
+    versions = _versions(store, head)
+    points = [
+        _speed(store, store.find_model(head, int(row.version)), row.set_name)
+        for row in versions.itertuples()
+    ]
+    teacher_model = _teacher_model(store, head)
+    plt = pyplot()
+    figure, ax = plt.subplots(figsize=SIZE)
+    for point in points:
+        ax.scatter(point["rows_per_second"], point["accuracy"], s=60)
+        ax.annotate(f"v{point['version']} {point['kind']}",
+                    (point["rows_per_second"], point["accuracy"]), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    if teacher_model is not None:
+        teacher_set = _versions(store, teacher_model.head).iloc[0]["set_name"]
+        teacher = _speed(store, teacher_model, teacher_set)
+        points.append(teacher)
+        ax.scatter(teacher["rows_per_second"], teacher["accuracy"], marker="*", s=220,
+                   color="gold", edgecolors="black", label=teacher_model.head)  # fmt: skip
+    taught = versions["teacher_accuracy"].dropna()
+    if teacher_model is None and not taught.empty:  # soft labels from a table: no speed
+        ax.axhline(float(taught.iloc[-1]), color="gray", linestyle="--",
+                   label="teacher (soft labels given as a table)")  # fmt: skip
+    ax.set(xscale="log", xlabel=f"rows/s (scoring {SAMPLE_ROWS} rows of the set, this machine)",
+           ylabel="held-out accuracy", title=f"{head}: teacher and students")  # fmt: skip
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    return _saved(plt, figure, out, {"head": head, "points": points})
+
+
+def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
+    """A job's progress, and for a teacher job the teacher's training loss."""
+    jobs = store.read_view("jobs", job_id=job_id)
+    if jobs.empty:
+        raise NotFoundError(f"job {job_id} does not exist: list jobs with `sqlheads jobs`")
+    job = jobs.iloc[0]
+    loss = _job_loss_curve(store, job)
+    plt = pyplot()
+    figure, (progress_ax, loss_ax) = plt.subplots(1, 2, figsize=(SIZE[0] * 1.6, SIZE[1]))
+    done = 0 if pd.isna(job["progress_done"]) else int(job["progress_done"])
+    total = None if pd.isna(job["progress_total"]) else int(job["progress_total"])
+    share = done / total if total else 0.0
+    progress_ax.barh([0], [share], color="tab:blue")
+    progress_ax.barh([0], [1 - share], left=[share], color="lightgray")
+    progress_ax.set(xlim=(0, 1), yticks=[], xlabel="share done",
+                    title=f"job {job_id} ({job['kind']}): {job['state']}")  # fmt: skip
+    stage = "" if pd.isna(job["stage"]) else str(job["stage"])
+    progress_ax.text(0.5, 0.0, f"{done:,} / {'?' if total is None else f'{total:,}'}\n{stage}",
+                     ha="center", va="center", fontsize=9)  # fmt: skip
+    if loss:
+        loss_ax.plot(np.arange(1, len(loss) + 1), loss, marker="o", markersize=3)
+        loss_ax.set(xlabel="evaluation", ylabel="training loss", title="Teacher's training loss")
+        loss_ax.grid(True, alpha=0.3)
+    else:
+        loss_ax.text(0.5, 0.5, "no loss curve: only a finished teacher job has one",
+                     ha="center", va="center", transform=loss_ax.transAxes)  # fmt: skip
+        loss_ax.set_axis_off()
+    return _saved(plt, figure, out, {"job_id": job_id, "done": done, "total": total})
+
+
+def _versions(store: Store, head: str) -> pd.DataFrame:
+    versions = store.read_view("model_summary", head=head).sort_values("version")
+    if versions.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`"
+        )
+    return versions
+
+
+def _teacher_model(store: Store, head: str) -> Model | None:
+    """The fine-tuned teacher the sidecar stores as ``<head>_teacher``, if there is one."""
+    try:
+        return store.find_model(f"{head}_teacher", None)
+    except NotFoundError:
+        teachers = store.read_view("model_summary", head=f"{head}_teacher")
+        if teachers.empty:
+            return None
+        return store.find_model(f"{head}_teacher", int(teachers["version"].max()))
+
+
+def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
+    """Score a sample of the version's set and time it: rows/s on this machine."""
+    kind = model_kind(model.kind)
+    embedding_set = store.require_set(set_name)
+    if kind.reads == "vector":
+        sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
+    else:
+        sample = next(
+            store.run_query(
+                embedding_set.source_query, procedures.EMBED_INPUT, "source", SAMPLE_ROWS
+            )
+        )
+    blob = store.model_blob(model.model_id)
+    arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
+    procedures.predict(sample.head(2), **arguments)  # load once, outside the timing
+    started = time.perf_counter()
+    procedures.predict(sample, **arguments)
+    seconds = time.perf_counter() - started
+    return {
+        "version": model.version,
+        "kind": model.kind,
+        "accuracy": model.accuracy,
+        "rows_per_second": round(len(sample) / seconds, 1),
+    }
+
+
+def _job_loss_curve(store: Store, job: pd.Series) -> list[float]:
+    result = json.loads(job["result_json"]) if isinstance(job["result_json"], str) else {}
+    teacher = result.get("teacher") or {}
+    if "model_id" not in teacher:
+        return []
+    record = store.model_record(int(teacher["model_id"]))
+    return [float(v) for v in json.loads(record["loss_curve_json"] or "[]")]
+
+
+def _saved(plt, figure, out: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return summary | {"file": str(out)}

@@ -1,0 +1,68 @@
+"""How a deploy scores the rows the versions it replaces had scored (issue 20, point 1).
+
+A head scores the set's stored vectors (about 290k rows/s), a text model the rows' text through
+the set's last source query; the store writes the result in the deploy's own transaction
+(:mod:`sqlheads.store.deployments`). A text model whose set has no known source, or a head
+trained on another encoder's vectors, cannot score the set here: ``None``, and the earlier
+predictions stay until ``predict`` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from sqlheads import procedures
+from sqlheads.engine.kinds import model_kind
+from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
+from sqlheads.store.repository import EmbeddingSet, Model, Store
+
+
+def deploy_model(store: Store, model: Model, reason: str) -> dict[str, Any]:
+    """Deploy ``model``; the summary of what its predictions replaced and what stayed."""
+    outcome = deploy_replacing(store, model.head, model.model_id, reason, _rescorer(store, model))
+    return {"head": model.head, "version": model.version, "model_id": model.model_id} | (
+        _outcome_fields(outcome)
+    )
+
+
+def _outcome_fields(outcome: DeployOutcome) -> dict[str, int]:
+    return {
+        "rows_rescored": outcome.rescored_rows,
+        "rows_kept_until_predict": outcome.kept_rows,
+        "predictions_replaced": outcome.replaced_rows,
+    }
+
+
+def _rescorer(store: Store, model: Model) -> Rescore:
+    reads = model_kind(model.kind).reads
+    blob = store.model_blob(model.model_id)
+
+    def score(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for chunk in chunks:
+            yield procedures.predict(
+                chunk, model_sha256=model.sha256, model_blob=blob, kind=model.kind
+            )
+
+    def rescore(
+        embedding_set: EmbeddingSet, rows: Iterator[pd.DataFrame]
+    ) -> Iterator[pd.DataFrame] | None:
+        if reads == "vector":
+            return score(rows) if embedding_set.encoder_id == model.encoder_id else None
+        if embedding_set.source_query is None:
+            return None
+        return score(_texts_of(store, embedding_set.source_query, rows))
+
+    return rescore
+
+
+def _texts_of(
+    store: Store, source: str, rows: Iterator[pd.DataFrame], batch_rows: int = 10_000
+) -> Iterator[pd.DataFrame]:
+    """The source's rows whose keys are among ``rows``' (a text model's input)."""
+    wanted = {str(key) for chunk in rows for key in chunk["item_key"]}
+    for chunk in store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows):
+        chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
+        yield chunk[chunk["item_key"].isin(wanted)]

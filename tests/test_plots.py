@@ -1,0 +1,67 @@
+"""`sqlheads plot` writes real PNGs (issue 20, point 5): a head's versions over time, its
+students against their teacher (rows/s measured by scoring), a job's progress. Real store,
+real heads, a word student distilled from a real head's logits, a real queued job."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from sqlheads import host
+from sqlheads.cli import app
+from sqlheads.engine import kinds
+from sqlheads.job_requests import request_embed
+from sqlheads.store.repository import Store
+from sqlheads.store.vectors import unpack_rows
+
+runner = CliRunner()
+PNG = b"\x89PNG\r\n\x1a\n"
+LABELS = "SELECT item_key, label FROM reviews"
+
+
+def _plot(url: str, *args: str) -> dict:
+    result = runner.invoke(app, ["--url", url, "--json", "plot", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_plots_are_written(embedded: Store, rt_sample: pd.DataFrame, tmp_path):
+    host.train(embedded, head="sentiment", set_name="reviews", labels=LABELS, epochs=3)
+    model = embedded.find_model("sentiment", 1)
+    head = kinds.model_kind("head").load(embedded.model_blob(model.model_id))
+    keys = rt_sample["item_key"].tolist()
+    vectors = embedded.vectors_for_keys(embedded.require_set("reviews").set_id, keys)
+    logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
+    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
+        "teacher_logits", embedded.engine, index=False
+    )
+    host.distill(
+        embedded,
+        head="sentiment",
+        set_name="reviews",
+        labels=LABELS,
+        soft_labels="SELECT item_key, negative, positive FROM teacher_logits",
+        student="word",
+        epochs=2,
+    )
+    job = request_embed(
+        embedded, set_name="later", source="SELECT item_key, text FROM reviews", parts=2
+    )
+    url = str(embedded.engine.url)
+
+    versions = _plot(url, "versions", "--head", "sentiment", "--out", str(tmp_path / "v.png"))
+    assert versions["versions"] == 2
+    students = _plot(url, "students", "--head", "sentiment", "--out", str(tmp_path / "s.png"))
+    kinds_seen = {p["kind"]: p["rows_per_second"] for p in students["points"]}
+    assert set(kinds_seen) == {"head", "word_student"} and min(kinds_seen.values()) > 0
+    job_id = job["job_ids"][0]
+    _plot(url, "job", "--job-id", str(job_id), "--out", str(tmp_path / "j.png"))
+    for name in ("v.png", "s.png", "j.png"):
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == PNG and len(data) > 5_000, name
+
+    refused = runner.invoke(app, ["--url", url, "--json", "plot", "job", "--job-id", "999"])
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["number"] == 50001
