@@ -108,7 +108,7 @@ def test_request_teacher_options_have_help_and_the_jobs_defaults():
 
     from sqlheads.cli import help as cli_help
     from sqlheads.engine.teacher import TeacherParams
-    from sqlheads.teacher_job import DEFAULTS
+    from sqlheads.sidecar.teacher import DEFAULTS
 
     knobs = {f.name: f.default for f in fields(TeacherParams)}
     for name, (_, default) in cli_help.TEACHER_OPTIONS.items():
@@ -120,7 +120,7 @@ def test_request_teacher_options_have_help_and_the_jobs_defaults():
     for name in cli_help.TEACHER_OPTIONS:
         line = next(line for line in text.splitlines() if f"--{name.replace('_', '-')} " in line)
         assert cli_help.TEACHER_OPTIONS[name][0][:20] in line, line
-    assert "(default 3)" in text and "(default 16)" in text
+    assert "(default 3)" in text and "(default 32)" in text
 
 
 def test_a_missing_sqlite_folder_names_the_path_and_the_fix(tmp_path):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
-from sqlheads.job_requests import request_embed
+from sqlheads.sidecar.requests import request_embed
 from sqlheads.store.repository import Store
 
 runner = CliRunner()

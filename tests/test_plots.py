@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.engine import kinds
-from sqlheads.job_requests import request_embed
+from sqlheads.sidecar.requests import request_embed
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
 

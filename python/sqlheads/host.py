@@ -207,13 +207,17 @@ def embed_rows(
     # column is refused with no set created and no encoder registered.
     if captured_job_id is None:
         chunks = store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows)
-        duplicated = store.duplicate_keys(source)
     else:
         chunks = job_inputs.read_chunks(
             store, captured_job_id, batch_rows, columns=procedures.EMBED_INPUT
         )
-        duplicated = job_inputs.duplicate_keys(store, captured_job_id)
+    # The query runs as written first: a refused or failing query is reported by its own
+    # error, not by the duplicate-key subquery built around it.
     first = next(chunks, None)
+    if captured_job_id is None:
+        duplicated = store.duplicate_keys(source)
+    else:
+        duplicated = job_inputs.duplicate_keys(store, captured_job_id)
     if first is None and embedding_set is None:
         # An empty new set would be created silently and trained on later to no avail.
         raise QueryShapeError(

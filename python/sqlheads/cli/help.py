@@ -28,7 +28,7 @@ TEACHER_OPTIONS = {
     "no_students": ("Fine-tune the teacher and store its soft labels, distil no student.", None),
     "student_model": ("Encoder the encoder student starts from.", "all-MiniLM-L6-v2"),
     "epochs": ("Passes over the labelled rows.", 3),
-    "batch_size": ("Rows per optimiser step (times --grad-accumulation).", 16),
+    "batch_size": ("Rows per optimiser step (times --grad-accumulation).", 32),
     "lr": ("Peak learning rate.", 3e-5),
     "max_length": ("Tokens read per row; longer texts are cut.", 128),
     "warmup_ratio": ("Share of the steps spent warming the learning rate up.", 0.1),
