@@ -140,3 +140,64 @@ def test_a_python_writer_waits_for_the_heads_lock_a_verb_holds(admin) -> None:
             assert busy.value.number == 50016
         finally:
             holder.exec_driver_sql("EXEC heads.release_lock @kind = N'head', @name = ?", (head,))
+
+
+def test_a_teacher_job_writes_everything_under_a_sidecar_only_login(admin) -> None:
+    """Issue 19, point 2: the whole teacher job (soft labels, the teacher and student
+    versions, their deployments replacing the deployed ones) runs under a login that is only in
+    heads_sidecar, which holds no INSERT on models or deployments, nor DELETE on predictions."""
+    from sqlalchemy.engine import make_url
+
+    from sqlheads.sidecar.worker import Sidecar, SidecarOptions
+    from sqlheads.store.repository import Store
+
+    s, password = admin.suffix, f"Live-{uuid.uuid4().hex}-1a!"
+    table, login = f"dbo.side_reviews_{s}", f"side_only_{s}"
+    run(
+        admin,
+        f"CREATE TABLE {table} (review_id int PRIMARY KEY, body nvarchar(200), y nvarchar(8))",
+    )
+    run(
+        admin,
+        f"INSERT INTO {table} SELECT TOP (24) ROW_NUMBER() OVER (ORDER BY object_id), "
+        "CASE WHEN object_id % 2 = 0 THEN N'a moving, funny and wise film' "
+        "ELSE N'a dull, tired and empty film' END, "
+        "CASE WHEN object_id % 2 = 0 THEN N'pos' ELSE N'neg' END FROM sys.all_objects",
+    )
+    run(
+        admin,
+        f"CREATE LOGIN {login} WITH PASSWORD = '{password}', CHECK_POLICY = OFF; "
+        f"CREATE USER {login} FOR LOGIN {login}; ALTER ROLE heads_sidecar ADD MEMBER {login};",
+    )
+    head, set_name = f"side_{s}", f"side_set_{s}"
+    source = f"SELECT review_id AS item_key, body AS text FROM {table}"
+    labels = f"SELECT review_id AS item_key, y AS label FROM {table}"
+    try:
+        run(admin, "EXEC heads.embed @set = ?, @source = ?, @progress = 0", set_name, source)
+        for _ in range(2):  # the second job's versions replace the first's deployed ones
+            run(
+                admin,
+                "EXEC heads.request_teacher @head = ?, @set = ?, @labels = ?, "
+                "@model = N'all-MiniLM-L6-v2', @students = N'word', @deploy = 'always', "
+                "@max_steps = 2, @max_length = 16, @batch_size = 8, @epochs = 1",
+                head, set_name, labels,
+            )  # fmt: skip
+            sidecar_url = make_url(URL).set(username=login, password=password)
+            store = Store.from_url(sidecar_url.render_as_string(hide_password=False))
+            ran = Sidecar(store, SidecarOptions(device="cpu", once=True)).run()
+            assert [j["state"] for j in ran["jobs"]] == ["done"], ran
+        versions = run(
+            admin,
+            "SELECT m.head, COUNT(*) AS n, MAX(d.model_id) AS deployed FROM heads.models AS m "
+            "LEFT JOIN heads.deployments AS d ON d.model_id = m.model_id "
+            "WHERE m.head IN (?, ?) GROUP BY m.head ORDER BY m.head",
+            head, f"{head}_teacher",
+        )  # fmt: skip
+        assert [(v["head"], v["n"]) for v in versions] == [(head, 2), (f"{head}_teacher", 2)]
+        assert all(v["deployed"] is not None for v in versions)
+    finally:
+        run(admin, f"DROP USER {login}; DROP LOGIN {login};")
+        run(admin, "EXEC heads.drop_head @head = ?", head)
+        run(admin, "EXEC heads.drop_head @head = ?", f"{head}_teacher")
+        run(admin, "EXEC heads.drop_set @set = ?", set_name)
+        run(admin, f"DROP TABLE IF EXISTS {table}")

@@ -38,7 +38,7 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
-from sqlheads.redeploy import deploy_model
+from sqlheads.redeploy import add_version, deploy_model
 from sqlheads.store import job_inputs, migrations
 from sqlheads.store.keys import KEYLESS, key_problem, required_keys
 from sqlheads.store.repository import (
@@ -376,7 +376,8 @@ def record_version(
 ) -> dict[str, Any]:
     """Store a trained or distilled version, deploy it if its policy said so; the summary."""
     against_baseline = baselines.columns(result["metrics_json"])
-    model = store.add_model(
+    model = add_version(
+        store,
         {
             "head": head,
             "set_id": embedding_set.set_id,
@@ -391,10 +392,9 @@ def record_version(
             "parameters": int(result["parameters"]),
             **against_baseline,
             **extra,
-        }
+        },
+        result["deploy_reason"] if bool(result["deploy"]) else None,
     )
-    if bool(result["deploy"]):
-        deploy_model(store, model, result["deploy_reason"])
     return {
         "head": head,
         "version": model.version,

@@ -16,13 +16,32 @@ import pandas as pd
 
 from sqlheads import procedures
 from sqlheads.engine.kinds import model_kind
+from sqlheads.store import server_versions
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
 from sqlheads.store.repository import EmbeddingSet, Model, Store
 
 
+def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
+    """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction
+    (issue 19, point 2): a deploy that fails leaves no undeployed version behind, so a
+    sidecar job's retries do not pile versions up. On SQL Server ``heads.add_version`` writes
+    both, with the rights it carries (:mod:`sqlheads.store.server_versions`)."""
+    if not store.is_sqlite:
+        return server_versions.add_version(store, values, deploy_reason)
+    with store.engine.begin() as connection:
+        model = store.add_model(values, connection)
+        if deploy_reason is not None:
+            rescore = _rescorer(store, model, bytes(values["blob"]))
+            deploy_replacing(
+                store, model.head, model.model_id, deploy_reason, rescore, connection=connection
+            )
+    return model
+
+
 def deploy_model(store: Store, model: Model, reason: str) -> dict[str, Any]:
     """Deploy ``model``; the summary of what its predictions replaced and what stayed."""
-    outcome = deploy_replacing(store, model.head, model.model_id, reason, _rescorer(store, model))
+    rescore = _rescorer(store, model, store.model_blob(model.model_id))
+    outcome = deploy_replacing(store, model.head, model.model_id, reason, rescore)
     return {"head": model.head, "version": model.version, "model_id": model.model_id} | (
         _outcome_fields(outcome)
     )
@@ -36,9 +55,8 @@ def _outcome_fields(outcome: DeployOutcome) -> dict[str, int]:
     }
 
 
-def _rescorer(store: Store, model: Model) -> Rescore:
+def _rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
     reads = model_kind(model.kind).reads
-    blob = store.model_blob(model.model_id)
 
     def score(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for chunk in chunks:

@@ -14,6 +14,7 @@ rows to score and writes what it returns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import pandas as pd
@@ -43,11 +44,13 @@ def deploy_replacing(
     reason: str,
     rescore: Rescore,
     batch_rows: int = 10_000,
+    connection: Connection | None = None,
 ) -> DeployOutcome:
     """Deploy ``model_id`` and, in the same transaction, replace the predictions of the head's
-    earlier deployed versions with its own wherever ``rescore`` can score their rows."""
+    earlier deployed versions with its own wherever ``rescore`` can score their rows
+    (``connection``'s open transaction, if given: the one that inserted the version)."""
     rescored = kept = replaced = 0
-    with store.engine.begin() as c:
+    with store.engine.begin() if connection is None else nullcontext(connection) as c:
         earlier = _earlier_deployed(c, head, model_id)
         c.execute(insert(s.deployments).values(head=head, model_id=model_id, reason=reason))
         for set_id in _sets_predicted_by(c, earlier):

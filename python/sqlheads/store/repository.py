@@ -396,8 +396,10 @@ class Store(CallerQueries):
 
     # -- models and deployments ----------------------------------------------------------------
 
-    def add_model(self, values: dict[str, Any]) -> Model:
-        with self.engine.begin() as c:
+    def add_model(self, values: dict[str, Any], connection: Connection | None = None) -> Model:
+        """Number and insert a version (in ``connection``'s open transaction, if given: a
+        version and its deployment are written together)."""
+        with self.engine.begin() if connection is None else nullcontext(connection) as c:
             version = (
                 c.execute(
                     select(func.coalesce(func.max(s.models.c.version), 0)).where(
@@ -409,10 +411,10 @@ class Store(CallerQueries):
             model_id = c.execute(
                 insert(s.models).values(**values, version=version)
             ).inserted_primary_key[0]
-        return self.model_by_id(int(model_id))
+            return self.model_by_id(int(model_id), c)
 
-    def model_by_id(self, model_id: int) -> Model:
-        with self.engine.connect() as c:
+    def model_by_id(self, model_id: int, connection: Connection | None = None) -> Model:
+        with self.engine.connect() if connection is None else nullcontext(connection) as c:
             row = c.execute(_model_select().where(s.models.c.model_id == model_id)).one()
         return Model(**row._mapping)
 
