@@ -515,6 +515,7 @@ def distill(
     work_dir: str | None = None,
     on_step: Callable[[int, int], None] | None = None,
     no_text: str = baseline.NO_TEXT,
+    on_epoch: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -526,7 +527,8 @@ def distill(
     distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
     ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
     stopping after ``max_steps`` optimiser steps if given, checkpointing in ``work_dir`` and
-    reporting each step to ``on_step`` (the sidecar's teacher job).
+    reporting each step to ``on_step`` (the sidecar's teacher job). A word or head student
+    calls ``on_epoch`` after each epoch with the number of epochs, as ``train`` does.
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
@@ -540,6 +542,7 @@ def distill(
         batch_size=batch_size,
         seed=seed,
     ).validate()
+    epoch_done = None if on_epoch is None else lambda _epoch, _loss: on_epoch(distill_params.epochs)
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     keys = _keys(input_data["item_key"])
     refuse_duplicate_keys(keys)
@@ -655,6 +658,7 @@ def distill(
             encoder_onnx=encoder_onnx,
             distill=distill_params,
             threads=threads,
+            on_epoch=epoch_done,
         )
         test_inputs = [texts[i] for i in test_rows]
     else:
@@ -671,6 +675,7 @@ def distill(
             gold[train_rows],
             head=HeadParams(hidden=hidden, seed=seed),
             distill=distill_params,
+            on_epoch=epoch_done,
         )
         test_inputs = X[test_rows]
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
