@@ -21,6 +21,7 @@ LAYERS = {
     "sqlheads.sidecar": 4,
     "sqlheads.report": 4,
     "sqlheads.demo": 4,
+    "sqlheads.sample": 4,  # the README's sample tables, as demo loads its own
     "sqlheads.caller_rows": 3,  # what host and sidecar read through callers' queries
     "sqlheads.encoders": 3,  # register, list and resolve encoders
     "sqlheads.baselines": 3,  # the host's side of the TF-IDF baseline

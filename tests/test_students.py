@@ -353,3 +353,22 @@ def test_cli_distill_reports_accuracy_teacher_parameters_and_seconds(taught: Sto
     (row,) = json.loads(listed.stdout)["models"]
     assert row["kind"] == "word_student" and row["parameters"] == reported["parameters"]
     assert row["teacher_accuracy"] == pytest.approx(reported["teacher_accuracy"], abs=1e-4)
+
+
+@pytest.mark.parametrize("student", ["word", "head"])
+def test_cli_distill_reports_its_epochs_on_stderr_as_train_does(taught: Store, student):
+    """Issue 20: distill ran 80 s with no sign of life."""
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    url = taught.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(
+        app,
+        ["--url", url, "--json", "distill", "--head", "sentiment", "--set", "reviews"]
+        + ["--student", student, "--labels", LABELS, "--soft-labels", SOFT, "--epochs", "3"],
+    )
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout stays one JSON object
+    assert "distilling sentiment: 3 of 3 epochs (100 %)" in result.stderr
+    assert "epochs/s" in result.stderr

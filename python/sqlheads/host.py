@@ -430,6 +430,7 @@ def distill(
     transfer: str | None = None,
     deploy: str = settings.DEFAULT_DEPLOY,
     threads: int | None = None,
+    progress: Progress | None = None,
     **distill_params: Any,
 ) -> dict[str, Any]:
     """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
@@ -441,6 +442,7 @@ def distill(
     returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows it
     captured at request time instead of queries: ``labels`` as a frame (``item_key``,
     ``label``) and ``source`` as texts by key; it runs no caller's query (issue 19).
+    ``progress`` hears of each epoch of a word or head student: ``(1, epochs)``.
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -517,6 +519,7 @@ def distill(
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         threads=threads,
         no_text=no_text,
+        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **arguments,
         **distill_params,
     ).iloc[0]

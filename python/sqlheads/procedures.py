@@ -381,6 +381,7 @@ def distill(
     work_dir: str | None = None,
     on_step: Callable[[int, int], None] | None = None,
     no_text: str = baseline.NO_TEXT,
+    on_epoch: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -392,7 +393,8 @@ def distill(
     distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
     ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
     stopping after ``max_steps`` optimiser steps if given, checkpointing in ``work_dir`` and
-    reporting each step to ``on_step`` (the sidecar's teacher job).
+    reporting each step to ``on_step`` (the sidecar's teacher job). A word or head student
+    calls ``on_epoch`` after each epoch with the number of epochs, as ``train`` does.
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
@@ -407,6 +409,7 @@ def distill(
             seed=seed,
         )
     ).validate()
+    epoch_done = None if on_epoch is None else lambda _epoch, _loss: on_epoch(distill_params.epochs)
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     keys = required_keys(input_data["item_key"], "labels")
     refuse_duplicate_keys(keys)
@@ -498,6 +501,7 @@ def distill(
         device=device,
         work_dir=None if work_dir is None else Path(work_dir),
         on_step=on_step,
+        on_epoch=epoch_done,
     )
     model = kind.distil(train_inputs, classes, logits[train_rows], gold[train_rows], options)
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]

@@ -144,3 +144,15 @@ def demo() -> None:
             )
 
     run(action, "demo: Rotten Tomatoes sentiment")
+
+
+@app.command("load-sample")
+def load_sample(
+    teacher: Annotated[
+        str, typer.Option(help="Head whose predictions become the soft labels (the demo's).")
+    ] = "rt_sentiment",
+) -> None:
+    """Create rt_labels, imdb_reviews and teacher_logits for the README's students example."""
+    from sqlheads.sample import load_sample as load
+
+    run(lambda: load(open_store(), teacher_head=teacher), "load-sample")

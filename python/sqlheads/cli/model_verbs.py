@@ -152,8 +152,13 @@ def distill(
     """Distil a teacher's soft labels into a student version of a head."""
 
     def action() -> dict[str, Any]:
+        with showing_progress(f"distilling {head}", unit="epochs") as progress:
+            return distill_with(progress)
+
+    def distill_with(progress: Any) -> dict[str, Any]:
         return host.distill(
             open_store(),
+            progress=progress,
             head=head,
             set_name=set_name,
             labels=labels,

@@ -8,7 +8,7 @@ cannot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -30,8 +30,10 @@ def distil_head(
     *,
     head: HeadParams | None = None,
     distill: DistillParams | None = None,
+    on_epoch: Callable[[int, float], None] | None = None,
 ) -> HeadClassifier:
-    """A fitted head whose targets are the teacher's softened logits (and, optionally, gold)."""
+    """A fitted head whose targets are the teacher's softened logits (and, optionally, gold);
+    ``on_epoch(epoch, mean_loss)`` hears of each epoch."""
     import torch
 
     head = (head or HeadParams()).validate()
@@ -52,6 +54,7 @@ def distil_head(
             distill,
             epochs=distill.epochs or head.epochs,
             lr=distill.lr or head.lr,
+            on_epoch=on_epoch,
         )
     finally:
         torch.set_num_threads(threads)

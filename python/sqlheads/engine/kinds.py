@@ -55,6 +55,7 @@ class StudentOptions:
     device: str = "auto"
     work_dir: Path | None = None
     on_step: Callable[[int, int], None] | None = None
+    on_epoch: Callable[[int, float], None] | None = None  # word and head students: (epoch, loss)
 
 
 # (inputs, classes, teacher logits, gold class indices, options) -> the fitted student
@@ -119,6 +120,7 @@ def _distil_head(
         gold,
         head=HeadParams(hidden=o.hidden, seed=o.seed),
         distill=o.distill,
+        on_epoch=o.on_epoch,
     )
 
 
@@ -136,6 +138,7 @@ def _distil_word_student(
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
         threads=o.threads,
+        on_epoch=o.on_epoch,
     )
 
 

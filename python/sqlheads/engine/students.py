@@ -9,7 +9,7 @@ to score text with onnxruntime anywhere. Training needs PyTorch and is imported 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -205,9 +205,11 @@ class WordStudent(FittedTextStudent):
         encoder_onnx: bytes | None = None,
         distill: DistillParams | None = None,
         threads: int | None = None,
+        on_epoch: Callable[[int, float], None] | None = None,
     ) -> WordStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
-        -1 where unlabelled). ``encoder_onnx`` supplies the token embeddings to start from."""
+        -1 where unlabelled). ``encoder_onnx`` supplies the token embeddings to start from;
+        ``on_epoch(epoch, mean_loss)`` hears of each epoch."""
         import torch
 
         p = self.params
@@ -239,6 +241,7 @@ class WordStudent(FittedTextStudent):
                 epochs=distill.epochs or DEFAULT_EPOCHS,
                 lr=distill.lr or DEFAULT_LR,
                 lengths=np.array([len(s) for s in ids]),
+                on_epoch=on_epoch,
             )
         finally:
             torch.set_num_threads(previous)
