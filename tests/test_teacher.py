@@ -44,6 +44,7 @@ from sqlheads.errors import (
     UnknownKindError,
     UnsupportedTeacherError,
 )
+from sqlheads.sidecar.requests import request_teacher
 from sqlheads.sidecar.teacher import run_teacher, validate_teacher_request
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
@@ -316,15 +317,17 @@ def test_soft_labels_of_another_set_are_refused_before_any_work(
 
 
 def _job(store: Store, tmp_path: Path, progress, **parameters):
+    """Request the job as an analyst would (its rows captured, issue 19), then run it."""
+    requested = request_teacher(store, head="sent", set_name="reviews", labels=LABELS, **parameters)
     return run_teacher(
         store,
+        job_id=requested["job_id"],
         head="sent",
         set_name="reviews",
         device=CPU,
         work_dir=tmp_path / "job",
         progress=progress,
-        labels=LABELS,
-        **parameters,
+        **requested["parameters"],
     )
 
 

@@ -107,7 +107,10 @@ def request_teacher(
     ] = None,
     student: Annotated[
         list[str] | None,
-        typer.Option(help="encoder and/or word (repeatable); none: pass --no-students."),
+        typer.Option(
+            help="encoder, word or tfidf (repeatable; default encoder and word); none: "
+            "--no-students."
+        ),
     ] = None,
     no_students: Annotated[
         bool, typer.Option("--no-students", help=cli_help.teacher_help("no_students"))

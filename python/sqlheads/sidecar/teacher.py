@@ -41,7 +41,8 @@ STUDENTS = tuple(
 DEFAULTS: dict[str, Any] = {
     "source": None,
     "model": "all-mpnet-base-v2",
-    "students": list(STUDENTS),
+    # the two measured against this teacher (bench sidecar); tfidf on request (long texts)
+    "students": ["encoder", "word"],
     "student_model": "all-MiniLM-L6-v2",
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
