@@ -73,6 +73,20 @@ def load_sample(store: Store, *, teacher_head: str) -> dict[str, Any]:
     }
 
 
+def load_quick_start(store: Store) -> dict[str, Any]:
+    """Create (or replace) the quick start's ``reviews(id, body)`` and ``labels(id, sentiment)``:
+    Rotten Tomatoes under integer ids, as an analyst's own tables would hold them."""
+    reviews = _sampled(datasets.rotten_tomatoes(), sample_rows()).reset_index(drop=True)
+    ids = reviews.index + 1
+    tables = {
+        "reviews": pd.DataFrame({"id": ids, "body": reviews["text"]}),
+        "labels": pd.DataFrame({"id": ids, "sentiment": reviews["label"]}),
+    }
+    for name, frame in tables.items():
+        frame.to_sql(name, store.engine, if_exists="replace", index=False)
+    return {"tables": {name: len(frame) for name, frame in tables.items()}}
+
+
 def _sampled(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     """A seeded random sample (the data sets are ordered by label), or every row."""
     if limit is None or limit >= len(frame):

