@@ -53,7 +53,7 @@ def test_a_refused_deployment_leaves_no_teacher_version(
             )
         )
     ran = runner.invoke(app, ["--url", url, "--json", "sidecar", "--once", "--device", "cpu"])
-    assert ran.exit_code == 0, ran.output
+    assert ran.exit_code == 1, ran.output  # a job it ran failed (issue 16)
     job = JobQueue(store).listing().set_index("job_id").loc[job_id]
     assert job["state"] == "failed" and "deployments refused" in job["error"], job.to_dict()
     assert _versions(store, "sent_teacher") == 0  # the version went with its deployment
