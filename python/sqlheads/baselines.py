@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlheads import procedures
+from sqlheads import caller_rows
 from sqlheads.store.repository import EmbeddingSet, Store
 
 # Texts longer than this (median, in characters: ~256 tokens) are "long": a model that reads
@@ -35,12 +35,7 @@ def read_texts(
             f"set {embedding_set.name!r} has no source query and no --source was given: the "
             "baseline reads the rows' text"
         )
-    wanted = set(keys)
-    texts: dict[str, Any] = {}
-    for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
-        for key, text in zip((str(k) for k in chunk["item_key"]), chunk["text"], strict=True):
-            if key in wanted:
-                texts[key] = text
+    texts = caller_rows.read_texts(store, sql, set(keys))
     return [texts.get(k) for k in keys], ""
 
 

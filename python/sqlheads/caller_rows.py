@@ -68,10 +68,13 @@ def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
     return sql
 
 
-def read_texts(store: Store, sql: str) -> dict[str, Any]:
+def read_texts(store: Store, sql: str, keys: set[str] | None = None) -> dict[str, Any]:
+    """Each row's text by key through ``sql``; only those of ``keys`` when given, so that a
+    large source is not held whole for the few rows wanted."""
     texts: dict[str, Any] = {}
     for chunk in store.run_query(sql, procedures.EMBED_INPUT, "source", 10_000):
-        texts.update(zip(chunk["item_key"], chunk["text"], strict=True))
+        rows = zip(chunk["item_key"], chunk["text"], strict=True)
+        texts.update(rows if keys is None else ((k, t) for k, t in rows if k in keys))
     return texts
 
 
