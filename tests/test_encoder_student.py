@@ -147,6 +147,7 @@ def test_distill_an_encoder_student_then_predict_into_latest_predictions(
         ],
     )
     assert result.exit_code == 0, result.output
+    assert "distilling sent: 2 of 2 steps (100 %)" in result.stderr  # issue 20: progress
     summary = host.models(store).iloc[0]
     assert summary["kind"] == "encoder_student" and summary["teacher"] == "sent_teacher"
     assert summary["is_deployed"] == 1  # the head's first version, if-better

@@ -442,7 +442,8 @@ def distill(
     returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows it
     captured at request time instead of queries: ``labels`` as a frame (``item_key``,
     ``label``) and ``source`` as texts by key; it runs no caller's query (issue 19).
-    ``progress`` hears of each epoch of a word or head student: ``(1, epochs)``.
+    ``progress`` hears of the student's run in its kind's ``progress_unit`` (epochs, optimiser
+    steps or L-BFGS iterations); a caller that counts in totals passes ``on_progress`` instead.
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -519,8 +520,8 @@ def distill(
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         threads=threads,
         no_text=no_text,
-        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         **arguments,
+        **({} if progress is None else {"on_progress": _increments(progress)}),
         **distill_params,
     ).iloc[0]
     stored = found or store_soft_labels(
@@ -552,6 +553,18 @@ def distill(
         "rows_without_input": int(result["rows_without_input"]),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _increments(progress: Progress) -> Callable[[int, int], None]:
+    """``progress`` (what was just done) fed from reports of what is done so far."""
+    reported = 0
+
+    def report(done: int, total: int) -> None:
+        nonlocal reported
+        progress(done - reported, total)
+        reported = done
+
+    return report
 
 
 def _none_if_nan(value: Any) -> float | None:

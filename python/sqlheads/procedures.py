@@ -379,9 +379,8 @@ def distill(
     max_steps: int | None = None,
     device: str = "auto",
     work_dir: str | None = None,
-    on_step: Callable[[int, int], None] | None = None,
     no_text: str = baseline.NO_TEXT,
-    on_epoch: Callable[[int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> pd.DataFrame:
     """Distil a teacher's soft labels into a student of kind ``student``; one output row.
 
@@ -392,9 +391,9 @@ def distill(
     held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
     distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
     ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
-    stopping after ``max_steps`` optimiser steps if given, checkpointing in ``work_dir`` and
-    reporting each step to ``on_step`` (the sidecar's teacher job). A word or head student
-    calls ``on_epoch`` after each epoch with the number of epochs, as ``train`` does.
+    stopping after ``max_steps`` optimiser steps if given and checkpointing in ``work_dir``.
+    ``on_progress(done, total)`` hears of the run in the kind's ``progress_unit``: epochs (word
+    and head students), optimiser steps (encoder) or L-BFGS iterations (tfidf).
     """
     started = time.perf_counter()
     kind = kinds.student_kind(student)
@@ -409,7 +408,6 @@ def distill(
             seed=seed,
         )
     ).validate()
-    epoch_done = None if on_epoch is None else lambda _epoch, _loss: on_epoch(distill_params.epochs)
     _require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     keys = required_keys(input_data["item_key"], "labels")
     refuse_duplicate_keys(keys)
@@ -500,8 +498,7 @@ def distill(
         max_steps=max_steps,
         device=device,
         work_dir=None if work_dir is None else Path(work_dir),
-        on_step=on_step,
-        on_epoch=epoch_done,
+        on_progress=on_progress,
     )
     model = kind.distil(train_inputs, classes, logits[train_rows], gold[train_rows], options)
     predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]

@@ -14,7 +14,7 @@ from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT
+from sqlheads.engine.kinds import DEFAULT_STUDENT, student_kind
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -152,7 +152,8 @@ def distill(
     """Distil a teacher's soft labels into a student version of a head."""
 
     def action() -> dict[str, Any]:
-        with showing_progress(f"distilling {head}", unit="epochs") as progress:
+        unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
+        with showing_progress(f"distilling {head}", unit=unit) as progress:
             return distill_with(progress)
 
     def distill_with(progress: Any) -> dict[str, Any]:

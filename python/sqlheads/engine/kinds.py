@@ -54,8 +54,15 @@ class StudentOptions:
     max_steps: int | None = None
     device: str = "auto"
     work_dir: Path | None = None
-    on_step: Callable[[int, int], None] | None = None
-    on_epoch: Callable[[int, float], None] | None = None  # word and head students: (epoch, loss)
+    # (done, total) in the kind's ``progress_unit``: epochs, optimiser steps or iterations
+    on_progress: Callable[[int, int], None] | None = None
+
+    def on_epoch(self) -> Callable[[int, float], None] | None:
+        """``on_progress`` as the epoch loops call it: ``(epoch, mean loss)``."""
+        if self.on_progress is None:
+            return None
+        report, epochs = self.on_progress, self.distill.epochs
+        return lambda epoch, _loss: report(epoch, epochs)
 
 
 # (inputs, classes, teacher logits, gold class indices, options) -> the fitted student
@@ -74,6 +81,7 @@ class ModelKind:
     distil: Distil | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
     lr: float | None = None
+    progress_unit: str = "epochs"  # what its distillation counts while it runs
 
     def distill_params(self, distill: DistillParams) -> DistillParams:
         """``distill`` with this kind's epochs and learning rate where it gives none."""
@@ -120,7 +128,7 @@ def _distil_head(
         gold,
         head=HeadParams(hidden=o.hidden, seed=o.seed),
         distill=o.distill,
-        on_epoch=o.on_epoch,
+        on_epoch=o.on_epoch(),
     )
 
 
@@ -138,7 +146,7 @@ def _distil_word_student(
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
         threads=o.threads,
-        on_epoch=o.on_epoch,
+        on_epoch=o.on_epoch(),
     )
 
 
@@ -160,7 +168,7 @@ def _distil_encoder_student(
         gold,
         distill=o.distill,
         work_dir=o.work_dir,
-        on_step=o.on_step,
+        on_step=o.on_progress,
     )
 
 
@@ -169,7 +177,9 @@ def _distil_tfidf_student(
 ) -> Scorer:
     from sqlheads.engine.tfidf_student import TfidfStudent
 
-    return TfidfStudent().fit(texts, classes, logits, gold, distill=o.distill)
+    return TfidfStudent().fit(
+        texts, classes, logits, gold, distill=o.distill, on_iteration=o.on_progress
+    )
 
 
 KINDS: dict[str, ModelKind] = {
@@ -222,6 +232,7 @@ KINDS: dict[str, ModelKind] = {
         # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
         epochs=3,
         lr=5e-5,
+        progress_unit="steps",
     ),
     "tfidf_student": ModelKind(
         "tfidf_student",
@@ -234,6 +245,7 @@ KINDS: dict[str, ModelKind] = {
         distil=_distil_tfidf_student,
         epochs=1,  # unused: L-BFGS on a convex loss has neither
         lr=1.0,
+        progress_unit="iterations",
     ),
 }
 # The word student's and the head's defaults were measured on Rotten Tomatoes with the mpnet-rt

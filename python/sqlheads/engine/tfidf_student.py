@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -61,9 +61,12 @@ class TfidfStudent:
         gold: np.ndarray,
         *,
         distill: DistillParams | None = None,
+        on_iteration: Callable[[int, int], None] | None = None,
     ) -> TfidfStudent:
         """``teacher_logits``: (rows, classes), NaN rows without soft labels; ``gold``: class
-        indices, -1 where a row has none. The loss is ``distillation_loss``'s, in NumPy."""
+        indices, -1 where a row has none. The loss is ``distillation_loss``'s, in NumPy.
+        ``on_iteration(done, at_most)`` hears of each L-BFGS iteration; once it has converged,
+        ``(done, done)``: the run is complete, in fewer iterations than allowed."""
         from scipy.optimize import minimize
 
         distill = (distill or DistillParams()).validate()
@@ -72,13 +75,23 @@ class TfidfStudent:
         vectorizer = tfidf_features(self.params.max_features, MIN_DF if len(texts) >= 1_000 else 1)
         X = vectorizer.fit_transform([str(t) for t in texts]).tocsr()
         loss = _Loss(X, teacher_logits, gold, len(classes), distill, self.params.l2)
+        at_most, iterations = self.params.max_iterations, 0
+
+        def iterated(_result) -> None:
+            nonlocal iterations
+            iterations += 1
+            on_iteration(iterations, at_most)
+
         found = minimize(
             loss,
             np.zeros(loss.size),
             jac=True,
             method="L-BFGS-B",
-            options={"maxiter": self.params.max_iterations},
+            callback=None if on_iteration is None else iterated,
+            options={"maxiter": at_most},
         )
+        if on_iteration is not None:
+            on_iteration(int(found.nit), int(found.nit))
         weights, bias = loss.unpack(found.x)
         self.vectorizer_ = vectorizer
         self.vocabulary_ = vectorizer.get_feature_names_out().astype(str)

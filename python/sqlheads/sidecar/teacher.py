@@ -250,7 +250,6 @@ def run_teacher(
                     "max_steps": request["max_steps"],
                     "device": str(device),
                     "work_dir": str(work_dir / "encoder_student"),
-                    "on_step": lambda steps, total, stage=stage: progress(steps, total, stage),
                 }
             done = host.distill(
                 store,
@@ -263,6 +262,7 @@ def run_teacher(
                 deploy=request["deploy"],
                 seed=request["seed"],
                 test_fraction=request["test_fraction"],
+                on_progress=lambda steps, total, stage=stage: progress(steps, total, stage),
                 **extra,
             )
             stages.put(f"student:{student}", done)
