@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_demo_quotes_the_encode_benchmark_figure_not_a_best_case():
 SHELL_BLOCK = re.compile(r"^```(bash|sh)\n(.*?)^```", re.M | re.S)
 # Blocks this test cannot run here, by a phrase they contain, and why.
 NOT_HERE = {
-    "docker compose": "needs Docker",
+    "docker compose": "needs Docker (the SQL Server stack)",
     "sqlcmd": "needs SQL Server",
     "SQLHEADS_MSSQL_URL": "needs SQL Server",
     "mssql+mssqlpython": "needs SQL Server",
@@ -68,21 +69,11 @@ NOT_HERE = {
     "python -m bench": "a benchmark, measured in bench/",
     "python3 -m bench": "a benchmark, measured in bench/",
 }
-# Blocks too slow for 2 cores, or that read a file outside the repository or a teacher only a
-# GPU sidecar makes. The quick start's tables come from `sqlheads load-sample --quick-start`.
-OWN_TABLES = {
-    "--encoder mpnet-int8": "embeds with all-mpnet-base-v2: about 7 rows/s on 2 cores",
-    "request-embed --set reviews": "fine-tunes an MPNet teacher on the sidecar: a GPU's work",
-    "FROM dbo.reviews": "reads the reader's own table reviews",
-    "../shared/data/": "reads a data file outside the repository",
-    "--head rt --set rt": "reads teacher_logits of teacher mpnet-rt, which nothing creates",
-    "plot job --job-id": "plots a sidecar job, which a CPU-only run has not made",
-}
 BLOCKS = [(README.count("\n", 0, m.start()) + 1, m.group(2)) for m in SHELL_BLOCK.finditer(README)]
 
 
 def _why_not(block: str) -> str | None:
-    for phrase, reason in (NOT_HERE | OWN_TABLES).items():
+    for phrase, reason in NOT_HERE.items():
         if phrase in block:
             return reason
     return None
@@ -118,3 +109,42 @@ def test_readme_shell_block_runs_as_written(readme_dir: Path, line: int, block: 
     assert completed.returncode == 0, f"README.md line {line}:\n{completed.stderr[-3000:]}"
     assert exports.exists()
     assert "Traceback" not in completed.stderr
+
+
+def _sqlheads_commands() -> list[tuple[int, list[str]]]:
+    """(line, arguments) of every ``sqlheads`` command in the README's shell blocks, the skipped
+    ones included; continuation lines joined, comments, ``&`` and ``VAR=value`` prefixes dropped."""
+    found = []
+    for fence, block in BLOCKS:
+        command, first = "", 0
+        for offset, text in enumerate(block.splitlines(), start=fence + 1):
+            command, first = command + " " + text.removesuffix("\\"), first or offset
+            if text.endswith("\\"):
+                continue
+            words = shlex.split(command, comments=True)
+            while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+                words = words[1:]
+            if words and words[0] == "sqlheads":
+                found.append((first, [w for w in words[1:] if w != "&"]))
+            command, first = "", 0
+    return found
+
+
+def test_every_sqlheads_command_in_the_readme_names_a_verb_and_options_that_exist():
+    """The blocks a CPU cannot run (a GPU sidecar, SQL Server) are at least commands the CLI
+    accepts: each is parsed as ``sqlheads`` would parse it, without running it."""
+    import typer.main
+
+    from sqlheads.cli import app
+
+    group = typer.main.get_command(app)
+    commands = _sqlheads_commands()
+    assert len(commands) > 40, "the README's sqlheads commands were not found"
+    for line, arguments in commands:
+        context = group.context_class(group, info_name="sqlheads")
+        try:  # the group's own options (its base's parse_args: no verb is run), then the verb's
+            rest = super(type(group), group).parse_args(context, list(arguments))
+            name, verb, rest = group.resolve_command(context, rest)
+            verb.make_context(name, rest, parent=context)
+        except Exception as error:  # typer's own copy of click raises its own usage errors
+            pytest.fail(f"README.md line {line}: sqlheads {' '.join(arguments)}: {error!r}")

@@ -35,3 +35,29 @@ def test_load_sample_refusals_are_numbered_and_create_no_table(
     with store.engine.connect() as c:
         tables = set(c.exec_driver_sql("SELECT name FROM sqlite_master").scalars())
     assert not tables & {"rt_labels", "imdb_reviews", "teacher_logits"}
+
+
+def test_load_sample_without_a_teacher_needs_no_head_and_makes_no_soft_labels(
+    store: Store, monkeypatch
+):
+    """The README's IMDB recipe loads its tables into a fresh file, which holds no head: its
+    teacher is a sidecar job."""
+    monkeypatch.setenv("SQLHEADS_SAMPLE_ROWS", "40")
+    result = runner.invoke(app, ["--url", _url(store), "--json", "load-sample", "--no-teacher"])
+    assert result.exit_code == 0, result.output
+    loaded = json.loads(result.stdout)
+    assert loaded["tables"] == {"rt_labels": 40, "imdb_reviews": 40} and loaded["teacher"] is None
+    with store.engine.connect() as c:
+        tables = set(c.exec_driver_sql("SELECT name FROM sqlite_master").scalars())
+    assert {"rt_labels", "imdb_reviews"} <= tables and "teacher_logits" not in tables
+
+
+def test_the_quick_starts_ids_are_not_ordered_by_label(store: Store, monkeypatch):
+    """An analyst's table is not sorted by its label: the README's `WHERE id <= 500` must reach
+    both classes (Rotten Tomatoes itself comes sorted, all negatives first)."""
+    monkeypatch.setenv("SQLHEADS_SAMPLE_ROWS", "40")
+    result = runner.invoke(app, ["--url", _url(store), "load-sample", "--quick-start"])
+    assert result.exit_code == 0, result.output
+    with store.engine.connect() as c:
+        first = c.exec_driver_sql("SELECT DISTINCT sentiment FROM labels WHERE id <= 10").scalars()
+        assert set(first) == {"negative", "positive"}

