@@ -73,8 +73,10 @@ BLOCKS = [(README.count("\n", 0, m.start()) + 1, m.group(2)) for m in SHELL_BLOC
 
 
 def _why_not(block: str) -> str | None:
+    """Why a block cannot run here, judged by its commands: a comment skips nothing."""
+    code = "\n".join(line.split(" #")[0] for line in block.splitlines() if line[:1] != "#")
     for phrase, reason in NOT_HERE.items():
-        if phrase in block:
+        if phrase in code:
             return reason
     return None
 
