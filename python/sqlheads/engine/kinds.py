@@ -57,7 +57,7 @@ class StudentOptions:
     # (done, total) in the kind's ``progress_unit``: epochs, optimiser steps or iterations
     on_progress: Callable[[int, int], None] | None = None
 
-    def on_epoch(self) -> Callable[[int, float], None] | None:
+    def epoch_hook(self) -> Callable[[int, float], None] | None:
         """``on_progress`` as the epoch loops call it: ``(epoch, mean loss)``."""
         if self.on_progress is None:
             return None
@@ -128,7 +128,7 @@ def _distil_head(
         gold,
         head=HeadParams(hidden=o.hidden, seed=o.seed),
         distill=o.distill,
-        on_epoch=o.on_epoch(),
+        on_epoch=o.epoch_hook(),
     )
 
 
@@ -146,7 +146,7 @@ def _distil_word_student(
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
         threads=o.threads,
-        on_epoch=o.on_epoch(),
+        on_epoch=o.epoch_hook(),
     )
 
 
