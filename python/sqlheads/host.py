@@ -359,8 +359,9 @@ def train(
         **head_params,
     ).iloc[0]
     return record_version(
-        store, head, embedding_set, set_encoder, result, deploy, deployed, {}, texts
-    )
+        store, head, embedding_set, set_encoder, result, deploy, deployed, {}, texts,
+        labelled=labelled["item_key"].tolist(),
+    )  # fmt: skip
 
 
 def record_version(
@@ -373,8 +374,11 @@ def record_version(
     deployed: Model | None,
     extra: dict[str, Any],
     texts: list[Any] | None = None,
+    labelled: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Store a trained or distilled version, deploy it if its policy said so; the summary."""
+    """Store a trained or distilled version, deploy it if its policy said so; the summary.
+    ``labelled``: the keys with gold labels it was trained or scored on (the label queue and
+    drift leave them out)."""
     against_baseline = baselines.columns(result["metrics_json"])
     model = add_version(
         store,
@@ -394,6 +398,7 @@ def record_version(
             **extra,
         },
         result["deploy_reason"] if bool(result["deploy"]) else None,
+        labelled or [],
     )
     return {
         "head": head,
@@ -546,6 +551,7 @@ def distill(
             "teacher_accuracy": teacher_accuracy,
         },
         frame["text"].tolist() if "text" in frame.columns else None,
+        labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {
         "teacher": name,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine import baseline, kinds
+from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
@@ -244,6 +244,9 @@ def train(
     head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
     metrics["baseline"] = _baseline(input_data, y, train_rows, test_rows, head.classes_, no_text)
+    metrics["drift"] = drift.reference(
+        head.classes_, y[train_rows], head.predict_proba(X[test_rows]), X[train_rows], X[test_rows]
+    )
     blob = head.to_bytes()
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
@@ -501,11 +504,16 @@ def distill(
         on_progress=on_progress,
     )
     model = kind.distil(train_inputs, classes, logits[train_rows], gold[train_rows], options)
-    predicted = np.asarray(classes)[model.predict_proba(test_inputs).argmax(axis=1)]
+    probabilities = model.predict_proba(test_inputs)
+    predicted = np.asarray(classes)[probabilities.argmax(axis=1)]
     truth = gold_labels[test_rows].astype(str)
     metrics = classification_metrics(truth, predicted, classes)
     gold_only = np.where(labelled, gold_labels, None)  # the baseline learns from gold labels
     metrics["baseline"] = _baseline(input_data, gold_only, train_rows, test_rows, classes, no_text)
+    metrics["drift"] = drift.reference(
+        classes, gold_labels[train_rows][labelled[train_rows]], probabilities,
+        *((train_inputs, test_inputs) if kind.reads == "vector" else ()),
+    )  # fmt: skip
     teacher_known = has_logits[test_rows]
     teacher_accuracy = (
         float(

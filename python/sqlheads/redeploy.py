@@ -9,7 +9,7 @@ predictions stay until ``predict`` runs.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,18 +18,26 @@ from sqlheads import procedures
 from sqlheads.engine.kinds import model_kind
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
+from sqlheads.store.queue_drift import record_labelled_keys
 from sqlheads.store.repository import EmbeddingSet, Model, Store
 
 
-def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
+def add_version(
+    store: Store,
+    values: dict[str, Any],
+    deploy_reason: str | None,
+    labelled_keys: Sequence[str] = (),
+) -> Model:
     """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction
     (issue 19, point 2): a deploy that fails leaves no undeployed version behind, so a
     sidecar job's retries do not pile versions up. On SQL Server ``heads.add_version`` writes
-    both, with the rights it carries (:mod:`sqlheads.store.server_versions`)."""
+    both, with the rights it carries (:mod:`sqlheads.store.server_versions`). The keys the
+    version was trained and scored on (``labelled_keys``) are written with it."""
     if not store.is_sqlite:
-        return server_versions.add_version(store, values, deploy_reason)
+        return server_versions.add_version(store, values, deploy_reason, labelled_keys)
     with store.engine.begin() as connection:
         model = store.add_model(values, connection)
+        record_labelled_keys(connection, model.model_id, labelled_keys)
         if deploy_reason is not None:
             rescore = _rescorer(store, model, bytes(values["blob"]))
             deploy_replacing(

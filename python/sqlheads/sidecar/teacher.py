@@ -215,6 +215,7 @@ def run_teacher(
                 request["deploy"],
                 deployed,
                 {},
+                labelled=keys,
             )
         stored = store_soft_labels(
             store,
