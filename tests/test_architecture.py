@@ -18,6 +18,7 @@ LAYERS = {
     "sqlheads.cli": 5,  # the doors (the T-SQL is the other one)
     "sqlheads.healthcheck": 5,
     "sqlheads.host": 4,
+    "sqlheads.verbs": 4,  # the embedded host's verbs, one module each (label_queue, drift, ...)
     "sqlheads.sidecar": 4,
     "sqlheads.report": 4,
     "sqlheads.demo": 4,
