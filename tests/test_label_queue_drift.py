@@ -144,6 +144,8 @@ def test_rows_scored_by_an_older_version(half: Store, rt_sample) -> None:
     assert after["probability"].tolist() == pytest.approx([scored[k] for k in after["item_key"]])
     host.roll_back(half, head=HEAD)
     assert set(view(half, "label_queue")["version"]) == {1}
+    half.drop_head(HEAD, 0)  # its labelled keys go with its versions
+    assert view(half, "labelled_keys").empty and view(half, "label_queue").empty
 
 
 def test_into_writes_a_labelling_table_that_train_reads_back(half: Store) -> None:
