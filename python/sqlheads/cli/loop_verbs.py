@@ -65,7 +65,8 @@ def label_queue(
         bool, typer.Option("--replace", help="Overwrite the --into table if it exists.")
     ] = False,
     max_cosine: Annotated[
-        float, typer.Option(help="Pass over a row this close (cosine) to one already listed.")
+        float,
+        typer.Option(help="Pass over a row closer (cosine) to one listed; 1: margin order alone."),
     ] = MAX_COSINE,
 ) -> None:
     """List the rows to label next: unlabelled rows the deployed version is least sure of,
