@@ -26,7 +26,7 @@ SIZES: dict[str, dict[str, Any]] = {
              "resamples": 20, "imdb": 1_000, "mixes": (0.1, 0.25, 0.5)},
     "quick": {"rt": None, "training": (200, 2_000), "subsets": (100, 300), "resamples": 10,
               "imdb": 400, "mixes": (0.25, 0.5)},
-    "tiny": {"rt": 700, "training": (200,), "subsets": (100,), "resamples": 2, "imdb": 100,
+    "tiny": {"rt": 400, "training": (200,), "subsets": (40,), "resamples": 2, "imdb": 40,
              "mixes": (0.5,)},
 }  # fmt: skip
 SIGNALS = ("psi", "confidence_gap", "share_gap", "shift")
