@@ -43,9 +43,12 @@ def require_recorded(store: Store, model: Model) -> None:
         )
 
 
-def candidate_vectors(store: Store, model: Model, candidates: pd.DataFrame) -> tuple:
-    """``(vectors, has_vector)`` of the candidates, from their sets; rows of a set embedded by
-    another encoder than the version's, or with no stored vector, have none."""
+def candidate_vectors(
+    store: Store, model: Model, candidates: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(vectors, has_vector)`` of the candidates (a frame indexed 0..n-1), from their sets;
+    rows of a set embedded by another encoder than the version's, or with no stored vector,
+    have none."""
     dim = store.encoder(model.encoder_id).dim
     vectors = np.zeros((len(candidates), dim), dtype=np.float32)
     known = np.zeros(len(candidates), dtype=bool)
