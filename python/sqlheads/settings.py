@@ -57,6 +57,9 @@ SETTINGS: dict[str, Setting] = {
     # SQL Server's predict batches (the embedded host reads its chunks without a process start):
     # ~0.43 s of start-up against ~0.18 s of scoring for 10,000 rows, ~1.1 s for 100,000.
     "predict.batch_rows": Setting(100_000, minimum=1, maximum=1_000_000),
+    # The models predict keeps loaded between chunks, in blob bytes (compute/model_cache.py): a
+    # teacher's blob is ~438 MB (MPNet), a head's far smaller; the model used last always stays.
+    "predict.model_cache_bytes": Setting(1 << 30, minimum=0, maximum=1 << 40),
     "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
     "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
     "reason.by_hand": Setting(REASON_BY_HAND),

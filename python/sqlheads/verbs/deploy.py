@@ -1,4 +1,5 @@
-"""How a deploy scores the rows the versions it replaces had scored (issue 20, point 1).
+"""``deploy`` and ``roll-back``, and how a deploy scores again the rows that the versions it
+replaces had scored.
 
 A head scores the set's stored vectors (about 290k rows/s), a text model the rows' text through
 the set's last source query; the store writes the result in the deploy's own transaction
@@ -14,33 +15,53 @@ from typing import Any
 
 import pandas as pd
 
-from sqlheads import procedures
+from sqlheads import settings
+from sqlheads.compute.columns import EMBED_INPUT
+from sqlheads.compute.predict import predict
 from sqlheads.engine.kinds import model_kind
-from sqlheads.store import server_versions
+from sqlheads.errors import NotFoundError
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
-from sqlheads.store.repository import EmbeddingSet, Model, Store
+from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Model, Store
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
+from sqlheads.verbs.rows import READ_ROWS
 
 
-def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
-    """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction
-    (issue 19, point 2): a deploy that fails leaves no undeployed version behind, so a
-    sidecar job's retries do not pile versions up. On SQL Server ``heads.add_version`` writes
-    both, with the rights it carries (:mod:`sqlheads.store.server_versions`)."""
-    if not store.is_sqlite:
-        return server_versions.add_version(store, values, deploy_reason)
-    with store.engine.begin() as connection:
-        model = store.add_model(values, connection)
-        if deploy_reason is not None:
-            rescore = _rescorer(store, model, bytes(values["blob"]))
-            deploy_replacing(
-                store, model.head, model.model_id, deploy_reason, rescore, connection=connection
-            )
-    return model
+@holding("head", HEAD_BUSY)
+def deploy(
+    store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> dict[str, Any]:
+    """Make ``version`` the deployed model of ``head`` (explicit, and recorded)."""
+    return deploy_model(store, store.find_model(head, version), settings.REASON_BY_HAND)
+
+
+@holding("head", HEAD_BUSY)
+def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
+    """Deploy again the model that was deployed before the current one."""
+    history = store.deployment_history(head)
+    if not history and store.read_view("model_summary", head=head).empty:
+        # drop-head leaves no trace of a head, so both causes are named
+        raise NotFoundError(
+            f"head {head!r} does not exist: it was never trained, or it was dropped "
+            "(drop-head deletes a head's versions and deployment history); nothing to "
+            f"roll back: train it with `sqlheads train --head {head} ...`"
+        )
+    if not history:
+        raise NotFoundError(
+            f"head {head!r} has never been deployed: nothing to roll back; deploy a "
+            f"version with `sqlheads deploy --head {head} --version N`"
+        )
+    previous = next((m for m in history if m != history[0]), None)
+    if previous is None:
+        raise NotFoundError(
+            f"head {head!r} has had only one deployed version: nothing to roll back to; "
+            f"deploy another with `sqlheads deploy --head {head} --version N`"
+        )
+    return deploy_model(store, store.model_by_id(previous), settings.REASON_ROLL_BACK)
 
 
 def deploy_model(store: Store, model: Model, reason: str) -> dict[str, Any]:
     """Deploy ``model``; the summary of what its predictions replaced and what stayed."""
-    rescore = _rescorer(store, model, store.model_blob(model.model_id))
+    rescore = rescorer(store, model, store.model_blob(model.model_id))
     outcome = deploy_replacing(store, model.head, model.model_id, reason, rescore)
     return {"head": model.head, "version": model.version, "model_id": model.model_id} | (
         _outcome_fields(outcome)
@@ -55,14 +76,13 @@ def _outcome_fields(outcome: DeployOutcome) -> dict[str, int]:
     }
 
 
-def _rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
+def rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
+    """How deploying ``model`` scores a set's replaced rows again (None: it cannot)."""
     reads = model_kind(model.kind).reads
 
     def score(chunks: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for chunk in chunks:
-            yield procedures.predict(
-                chunk, model_sha256=model.sha256, model_blob=blob, kind=model.kind
-            )
+            yield predict(chunk, model_sha256=model.sha256, model_blob=blob, kind=model.kind)
 
     def rescore(
         embedding_set: EmbeddingSet, rows: Iterator[pd.DataFrame]
@@ -76,11 +96,9 @@ def _rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
     return rescore
 
 
-def _texts_of(
-    store: Store, source: str, rows: Iterator[pd.DataFrame], batch_rows: int = 10_000
-) -> Iterator[pd.DataFrame]:
+def _texts_of(store: Store, source: str, rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """The source's rows whose keys are among ``rows``' (a text model's input)."""
     wanted = {str(key) for chunk in rows for key in chunk["item_key"]}
-    for chunk in store.run_query(source, procedures.EMBED_INPUT, "source", batch_rows):
+    for chunk in store.run_query(source, EMBED_INPUT, "source", READ_ROWS):
         chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
         yield chunk[chunk["item_key"].isin(wanted)]
