@@ -144,16 +144,16 @@ def run_teacher(
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     job = _TeacherJob(
-        store,
-        head,
-        embedding_set,
-        teacher_name,
-        request,
-        RowSource(store, request["labels"], job_id=job_id),
-        device,
-        work_dir,
-        progress,
-        started,
+        store=store,
+        head=head,
+        embedding_set=embedding_set,
+        teacher_name=teacher_name,
+        request=request,
+        captured=RowSource(store, request["labels"], job_id=job_id),
+        device=device,
+        work_dir=work_dir,
+        progress=progress,
+        started=started,
     )
     stages = _Stages(work_dir / STAGES)
     labelled, texts, split = job.labelled_rows()
