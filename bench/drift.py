@@ -1,6 +1,6 @@
 """drift: the signals of ``sqlheads drift`` on rows like the training data and on other data.
 
-A Rotten Tomatoes head (``procedures.train``, the product's training path: its drift reference
+A Rotten Tomatoes head (``compute.train``, the product's training path: its drift reference
 is the one a stored version records) trained on a seeded sample of RT's training split scores:
 unseen RT rows (the fixed test split, random subsets: no drift), IMDB reviews (long, from
 another site: drift), and RT test rows with a share of IMDB mixed in. For each case and
@@ -36,7 +36,7 @@ def _head(reviews, vectors, rows: int, seed: int = 0):
     """A version trained as ``sqlheads train`` trains it; its model and drift reference."""
     import pandas as pd
 
-    from sqlheads import procedures
+    from sqlheads.compute.train import train as train_version
     from sqlheads.engine.kinds import model_kind
     from sqlheads.store.vectors import pack_rows
 
@@ -48,7 +48,7 @@ def _head(reviews, vectors, rows: int, seed: int = 0):
             "vector": pack_rows(vectors[train.index.to_numpy()]),
         }
     )
-    version = procedures.train(frame, dim=vectors.shape[1]).iloc[0]
+    version = train_version(frame, dim=vectors.shape[1]).iloc[0]
     model = model_kind("head").load(bytes(version["blob"]))
     return model, json.loads(version["metrics_json"])["drift"]
 

@@ -18,6 +18,7 @@ from sqlheads.engine import drift as signals
 from sqlheads.engine.active import margins
 from sqlheads.errors import InUseError, InvalidNameError, InvalidParameterError, NotFoundError
 from sqlheads.report import build_report
+from sqlheads.store import queue_drift
 from sqlheads.store.repository import Store
 from sqlheads.verbs.drift import drift
 from sqlheads.verbs.label_queue import label_queue
@@ -66,6 +67,15 @@ def test_the_queue_lists_unlabelled_rows_least_sure_first(half: Store, rt_sample
         stored = dict(c.execute(text("SELECT item_key, probabilities_json FROM predictions")).all())
     probabilities = np.array([list(json.loads(stored[k]).values()) for k in queue["item_key"]])
     assert queue["margin"].to_numpy() == pytest.approx(margins(probabilities), abs=2e-6)
+
+    # the view the migration froze is the select the store defines
+    with half.engine.connect() as c:
+        selected = pd.DataFrame(c.execute(queue_drift.label_queue_select()).mappings().all())
+    selected["predicted_at"] = selected["predicted_at"].astype(str)  # the view's is text
+    key = ["item_key"]
+    pd.testing.assert_frame_equal(
+        selected.sort_values(key, ignore_index=True), queue.sort_values(key, ignore_index=True)
+    )
 
     result = label_queue(half, head=HEAD, n=25)
     rows = result["rows"]

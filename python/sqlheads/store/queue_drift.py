@@ -142,6 +142,51 @@ def _grouped(name: str, *keys):
     )
 
 
+def _per_set(scored):
+    """``(model_id, set_id)`` of ``scored``'s row, to join a grouped subquery on."""
+    return {"model_id": scored.c.model_id, "set_id": scored.c.set_id}
+
+
+def _psi(scored):
+    """The top probability's PSI of a ``scored`` row's set against its version's held-out
+    histogram (20 bins, both smoothed by the version's recorded ``smoothing``)."""
+    bins = _grouped(
+        "bins",
+        lambda r: func.min(cast(r.c.score * SCORE_BINS, Integer), SCORE_BINS - 1).label("bin"),
+    )
+    smoothing = _drift_value("smoothing")
+    expected = func.json_each(s.models.c.metrics_json, DRIFT + "top_probability_shares")
+    expected = expected.table_valued("key", "value").alias("expected")
+    actual = (func.coalesce(bins.c.n, 0) + smoothing) / (
+        scored.c.rows_scored + smoothing * SCORE_BINS
+    )
+    same = [bins.c[k] == v for k, v in _per_set(scored).items()]
+    return (
+        select(func.sum((actual - expected.c.value) * func.ln(actual / expected.c.value)))
+        .select_from(expected)
+        .outerjoin(bins, and_(*same, bins.c.bin == expected.c.key))
+        .scalar_subquery()
+    )
+
+
+def _share_gap(scored):
+    """The largest gap between a class's share of a ``scored`` row's set and of its version's
+    training labels."""
+    labels = _grouped("labels", lambda r: r.c.label)
+    shares = func.json_each(s.models.c.metrics_json, DRIFT + "training_class_shares")
+    shares = shares.table_valued("key", "value").alias("training_shares")
+    gap = func.abs(
+        func.coalesce(labels.c.n, 0) * literal(1.0) / scored.c.rows_scored - shares.c.value
+    )
+    same = [labels.c[k] == v for k, v in _per_set(scored).items()]
+    return (
+        select(func.max(gap))
+        .select_from(shares)
+        .outerjoin(labels, and_(*same, labels.c.label == shares.c.key))
+        .scalar_subquery()
+    )
+
+
 def drift_select():
     """One row per set each head's deployed version scored: how many new rows and when, their
     mean top probability against the held-out rows', the top probability's PSI against the
@@ -161,41 +206,6 @@ def drift_select():
         .group_by(new.c.model_id, new.c.set_id)
         .subquery("scored")
     )
-    bins = _grouped(
-        "bins",
-        lambda r: func.min(cast(r.c.score * SCORE_BINS, Integer), SCORE_BINS - 1).label("bin"),
-    )
-    labels = _grouped("labels", lambda r: r.c.label)
-    smoothing = _drift_value("smoothing")
-    expected = func.json_each(s.models.c.metrics_json, DRIFT + "top_probability_shares")
-    expected = expected.table_valued("key", "value").alias("expected")
-    actual = (func.coalesce(bins.c.n, 0) + smoothing) / (
-        scored.c.rows_scored + smoothing * SCORE_BINS
-    )
-    same_rows = {"model_id": scored.c.model_id, "set_id": scored.c.set_id}
-    psi = (
-        select(func.sum((actual - expected.c.value) * func.ln(actual / expected.c.value)))
-        .select_from(expected)
-        .outerjoin(
-            bins,
-            and_(*(bins.c[k] == v for k, v in same_rows.items()), bins.c.bin == expected.c.key),
-        )  # fmt: skip
-        .scalar_subquery()
-    )
-    shares = func.json_each(s.models.c.metrics_json, DRIFT + "training_class_shares")
-    shares = shares.table_valued("key", "value").alias("training_shares")
-    gap = func.abs(
-        func.coalesce(labels.c.n, 0) * literal(1.0) / scored.c.rows_scored - shares.c.value
-    )
-    share_gap = (
-        select(func.max(gap))
-        .select_from(shares)
-        .outerjoin(
-            labels,
-            and_(*(labels.c[k] == v for k, v in same_rows.items()), labels.c.label == shares.c.key),
-        )  # fmt: skip
-        .scalar_subquery()
-    )
     figures = (
         select(
             s.models.c.head,
@@ -207,8 +217,8 @@ def drift_select():
             scored.c.last_predicted_at,
             scored.c.mean_top_probability,
             _drift_value("held_out_mean_top_probability").label("held_out_mean_top_probability"),
-            psi.label("top_probability_psi"),
-            share_gap.label("largest_share_gap"),
+            _psi(scored).label("top_probability_psi"),
+            _share_gap(scored).label("largest_share_gap"),
             _drift_value("held_out_rows").label("held_out_rows"),
             _drift_value("min_rows").label("min_rows"),
             _drift_value("limits.psi").label("psi_limit"),
