@@ -374,6 +374,7 @@ def distill(
     deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
     threads: int | None = None,
+    arch: str | None = None,
     student_model: str | None = None,
     max_length: int | None = None,
     max_steps: int | None = None,
@@ -389,7 +390,9 @@ def distill(
     where it has none); the student's input (``text`` for a word student, ``vector`` for a head
     student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
     held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
-    distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
+    distilled on, and one named in ``in_transfer`` is refused. A word student is of
+    architecture ``arch`` (default :data:`~sqlheads.engine.students.DEFAULT_ARCH`) at its
+    measured size. An encoder student fine-tunes
     ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
     stopping after ``max_steps`` optimiser steps if given and checkpointing in ``work_dir``.
     ``on_progress(done, total)`` hears of the run in the kind's ``progress_unit``: epochs (word
@@ -493,6 +496,7 @@ def distill(
         tokenizer_json=tokenizer_json,
         encoder_onnx=encoder_onnx,
         threads=threads,
+        arch=arch,
         student_model=student_model,
         max_length=max_length,
         max_steps=max_steps,
