@@ -26,6 +26,7 @@ LAYERS = {
     "sqlheads.encoders": 3,  # register, list and resolve encoders
     "sqlheads.baselines": 3,  # the host's side of the TF-IDF baseline
     "sqlheads.redeploy": 3,  # a deploy's re-scoring of the replaced rows
+    "sqlheads.teacher_heads": 3,  # a deployed version teaching: soft labels, transfer rows
     "sqlheads.plots": 4,  # drawn as report draws
     "sqlheads.procedures": 2,
     "sqlheads.settings": 1,

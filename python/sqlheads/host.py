@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 import pandas as pd
 from sqlalchemy.exc import IntegrityError
 
-from sqlheads import baselines, procedures, settings
+from sqlheads import baselines, procedures, settings, teacher_heads
 from sqlheads.caller_rows import (
     read_labels,
     read_soft_labels_query,
@@ -426,11 +426,14 @@ def distill(
     student: str = DEFAULT_STUDENT,
     soft_labels: str | None = None,
     teacher: str | None = None,
+    teacher_head: str | None = None,
+    transfer_rows: int | None = None,
     source: str | dict[str, Any] | None = None,
     transfer: str | None = None,
     deploy: str = settings.DEFAULT_DEPLOY,
     threads: int | None = None,
     progress: Progress | None = None,
+    teacher_progress: Progress | None = None,
     **distill_params: Any,
 ) -> dict[str, Any]:
     """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
@@ -444,6 +447,8 @@ def distill(
     ``label``) and ``source`` as texts by key; it runs no caller's query (issue 19).
     ``progress`` hears of the student's run in its kind's ``progress_unit`` (epochs, optimiser
     steps or L-BFGS iterations); a caller that counts in totals passes ``on_progress`` instead.
+    ``teacher_head``: a head's deployed version scores the rows and ``transfer_rows`` transfer
+    rows instead (:mod:`sqlheads.teacher_heads`), ``teacher_progress`` hearing of each row.
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -451,7 +456,21 @@ def distill(
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = labels if isinstance(labels, pd.DataFrame) else read_labels(store, labels)
-    if soft_labels is not None:
+    taught, teaching = None, functools.partial(
+        teacher_heads.taught_rows, store, embedding_set, set_encoder, labelled, source,
+        transfer_rows=transfer_rows if kind.reads == "text" else 0,
+        distill_params=distill_params, progress=teacher_progress,
+    )  # fmt: skip
+    if teacher_head is not None:
+        teacher_heads.refuse_two_teachers(soft_labels)
+        taught, texts = teaching(
+            teacher=teacher_heads.load_teacher_head(store, teacher_head), soft=None
+        )
+        source = texts if kind.reads == "text" else source  # read once
+        name = validate_name("teacher", teacher or taught.teacher_name)
+        refuse_foreign_teacher(find_teacher(store, name), embedding_set)
+        soft, teacher_classes, found = taught.soft, taught.teacher.classes, None
+    elif soft_labels is not None:
         suffix = settings.SETTINGS["teacher.suffix"].default
         name = validate_name("teacher", teacher or f"{head}{suffix}")
         refuse_foreign_teacher(find_teacher(store, name), embedding_set)
@@ -470,6 +489,10 @@ def distill(
             read_soft_labels(store, found.teacher_id),
             found.classes,
         )
+        if transfer_rows and found.model_id is not None:  # a sidecar teacher's cached rows
+            version = teacher_heads.teacher_version(store, found.model_id)
+            taught, texts = teaching(teacher=version, soft=soft)
+            source = texts if kind.reads == "text" else source
     else:
         raise InvalidParameterError(
             "distill needs a teacher's soft labels: pass --soft-labels \"SELECT item_key, ... AS "
@@ -511,6 +534,8 @@ def distill(
             for k in required_keys(c["item_key"], "transfer")
         }
         frame["in_transfer"] = frame["item_key"].isin(chosen).astype(int)
+    if taught is not None:
+        frame = taught.with_transfer_rows(frame)
     deployed = store.deployed_model(head)
     result = procedures.distill(
         frame,
@@ -524,6 +549,8 @@ def distill(
         **({} if progress is None else {"on_progress": _increments(progress)}),
         **distill_params,
     ).iloc[0]
+    if taught is not None:
+        taught.require_teacher()  # dropped while the student learnt: 50028, nothing stored
     stored = found or store_soft_labels(
         store,
         name,
@@ -531,6 +558,7 @@ def distill(
         teacher_classes,
         soft["item_key"].tolist(),
         soft["logits"].tolist(),
+        model_id=None if taught is None else taught.teacher.model.model_id,
     )
     teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     summary = record_version(
@@ -552,6 +580,7 @@ def distill(
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
         "rows_without_input": int(result["rows_without_input"]),
         "seconds": round(time.perf_counter() - started, 3),
+        **({} if taught is None else taught.report),
     }
 
 

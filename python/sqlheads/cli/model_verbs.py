@@ -15,6 +15,8 @@ from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT, student_kind
+from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -108,6 +110,24 @@ def distill(
         str | None,
         typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
     ] = None,
+    teacher_head: Annotated[
+        str | None,
+        typer.Option(
+            help="A head whose deployed version scores the rows and the transfer rows (e.g. a "
+            "frozen all-mpnet-base-v2 head: no GPU needed)."
+        ),
+    ] = None,
+    transfer_rows: Annotated[
+        int | None,
+        typer.Option(
+            help=f"With --teacher-head: transfer rows the teacher labels ({DEFAULT_ROWS:,}; "
+            "cached for the next student)."
+        ),
+    ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
+    ] = None,
     source: Annotated[
         str | None,
         typer.Option(
@@ -157,15 +177,22 @@ def distill(
             return distill_with(progress)
 
     def distill_with(progress: Any) -> dict[str, Any]:
+        scoring = None
+        if progress is not None and teacher_head is not None:
+            scoring = progress.task(f"teacher {teacher_head} scoring", "rows")
         return host.distill(
             open_store(),
             progress=progress,
+            teacher_progress=scoring,
             head=head,
             set_name=set_name,
             labels=labels,
             student=student,
             soft_labels=soft_labels,
             teacher=teacher,
+            teacher_head=teacher_head,
+            transfer_rows=transfer_rows,
+            arch=arch,
             source=source,
             transfer=transfer,
             deploy=deploy,
