@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import caller_rows, host, procedures, settings
+from sqlheads import caller_rows, host, procedures, settings, teacher_heads
 from sqlheads.engine import kinds
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
@@ -46,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "student_model": "all-MiniLM-L6-v2",
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
+    # rows the teacher labels beyond the set's own for its text students, scored here on the
+    # GPU and cached for them (sqlheads.engine.transfer)
+    "transfer_rows": DEFAULT_ROWS,
 }
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
 STAGES = "stages.json"
@@ -91,6 +95,11 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParameterError(
                 f"{name}={request[name]!r} is not a catalogue model name or a directory path"
             )
+    rows = request["transfer_rows"]
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= 5_000_000:
+        raise InvalidParameterError(
+            f"transfer_rows={rows!r} must be a whole number of rows from 0 to 5,000,000"
+        )
     if (
         not isinstance(request["test_fraction"], int | float)
         or not 0 < request["test_fraction"] < 1
@@ -228,6 +237,9 @@ def run_teacher(
         summary = version | {
             "teacher": stored.name,
             "soft_labels": len(soft_keys),
+            "transfer_rows": _transfer_rows(
+                store, teacher, version, texts, keys, test_rows, request, progress
+            ),
             "metrics": {k: v for k, v in metrics.items() if k != "per_class"},
         }
         stages.put("teacher", summary)
@@ -258,6 +270,7 @@ def run_teacher(
                 labels=labelled,  # the captured rows, not the caller's queries
                 student=student,
                 teacher=teacher_name,
+                transfer_rows=request["transfer_rows"],  # the ones scored above, cached
                 source=texts,
                 deploy=request["deploy"],
                 seed=request["seed"],
@@ -275,6 +288,59 @@ def run_teacher(
         "students": students,
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _transfer_rows(store, teacher, version, texts, keys, test_rows, request, progress) -> int:
+    """Build the transfer rows of the job's text students from the rows they may learn from
+    and have the fine-tuned teacher score them here (on the job's device), into the cache
+    that ``host.distill`` reads them from; how many there are."""
+    from sqlheads.engine.teaching import Teacher
+    from sqlheads.engine.transfer import TransferRecipe
+
+    if not request["transfer_rows"] or not request["students"]:
+        return 0
+    held_out = set(np.asarray(keys, dtype=object)[test_rows])
+    origin = {k: str(t) for k, t in texts.items() if k not in held_out and str(t or "").strip()}
+    exclude = [str(texts[k]) for k in held_out if texts.get(k)]
+    set_encoder = store.encoder(store.require_set(version["set"]).encoder_id)
+    onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
+    scoring = teacher_heads.TeacherHead(
+        version["head"],
+        store.model_by_id(version["model_id"]),
+        list(teacher.classes_),
+        store,
+        loaded=Teacher(_Probabilities(teacher), "text"),
+    )
+    done = 0
+
+    def report(rows: int, total: int | None) -> None:
+        nonlocal done
+        done += rows
+        progress(done, total, "teacher: transfer rows")
+
+    made = teacher_heads.transfer_soft_labels(
+        store,
+        scoring,
+        origin,
+        TransferRecipe(rows=request["transfer_rows"], seed=request["seed"]),
+        (set_encoder.sha256, onnx, tokenizer_json),
+        report,
+        exclude=exclude,
+    )
+    return len(made)
+
+
+class _Probabilities:
+    """The fine-tuned teacher in memory (on its device) as :class:`Teacher` scores text."""
+
+    def __init__(self, teacher) -> None:
+        self.teacher = teacher
+        self.classes_ = list(teacher.classes_)
+
+    def predict_proba(self, texts) -> np.ndarray:
+        from sqlheads.engine.text_classifier import softmax
+
+        return softmax(self.teacher.logits(list(texts)))
 
 
 def _version_row(teacher, graph, metrics, request, split, deployed):
