@@ -29,6 +29,7 @@ LAYERS = {
     "sqlheads.teacher_heads": 3,  # a deployed version teaching: soft labels, transfer rows
     "sqlheads.plots": 4,  # drawn as report draws
     "sqlheads.procedures": 2,
+    "sqlheads.teach_run": 2,  # heads.distill @teacher_head: the teaching in the server's Python
     "sqlheads.settings": 1,
     "sqlheads.sqlserver": 1,
     "sqlheads.datasets": 1,

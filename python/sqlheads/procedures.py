@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sqlheads import teach_run
 from sqlheads.engine import baseline, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import load_encoder
@@ -658,6 +659,7 @@ SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]]
     "decide": (decide, DECIDE_OUTPUT),
     "distill": (distill, DISTILL_OUTPUT),
     "soft_labels": (soft_labels, SOFT_LABELS_OUTPUT),
+    "teach": (teach_run.teach, tuple(RESULT_TYPES["teach"])),
 }
 
 

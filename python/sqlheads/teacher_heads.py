@@ -22,11 +22,18 @@ import numpy as np
 import pandas as pd
 
 from sqlheads.caller_rows import read_texts, text_source
+from sqlheads.engine import evaluation
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.kinds import model_kind
-from sqlheads.engine.students import encoder_token_embeddings
 from sqlheads.engine.teaching import Teacher, as_logits
-from sqlheads.engine.transfer import DEFAULT_ROWS, TokenNeighbours, TransferRecipe, build_transfer
+from sqlheads.engine.transfer import (
+    DEFAULT_ROWS,
+    TransferRecipe,
+    build_transfer,
+    encoder_neighbours,
+    learnable_rows,
+    transfer_keys,
+)
 from sqlheads.errors import (
     ClassMismatchError,
     InvalidParameterError,
@@ -195,15 +202,7 @@ def transfer_soft_labels(
     todo: list[int] = [i for i in range(wanted) if i not in done]
     if todo:
         built_started = time.perf_counter()
-        words = {w for text in origin.values() for w in str(text).split()}
-        embeddings = encoder_token_embeddings(onnx, _vocabulary_size(tokenizer_json))
-        neighbours = (
-            None
-            if embeddings is None
-            else TokenNeighbours(
-                tokenizer_json, embeddings, neighbours=recipe.neighbours, words_used=sorted(words)
-            )
-        )
+        neighbours = encoder_neighbours(tokenizer_json, onnx, origin, recipe.neighbours)
         rows = build_transfer(origin, replace(recipe, rows=wanted), neighbours, exclude or ())
         if len(rows) < wanted:  # the rows cannot give that many distinct ones
             cached = transfer_cache.note_rows_max(store, cached, len(rows))
@@ -236,12 +235,6 @@ def transfer_soft_labels(
     found = transfer_cache.read_transfer_rows(store, cached, wanted)
     teacher.seconds["transfer_rows"] = time.perf_counter() - started
     return found[["text", "origin_key", "how", "logits"]]
-
-
-def _vocabulary_size(tokenizer_json: str) -> int:
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_str(tokenizer_json).get_vocab_size(with_added_tokens=True)
 
 
 @dataclass
@@ -333,17 +326,12 @@ def refuse_two_teachers(soft_labels: str | None) -> None:
 
 def held_out_keys(labelled: pd.DataFrame, test_fraction: float, seed: int) -> set[str]:
     """The keys ``distill`` holds out for these labels: the split ``train`` makes."""
-    from sqlheads.engine.evaluation import stratified_split
-    from sqlheads.procedures import present
-
-    rows = labelled[present(labelled["label"], "text")]
-    _, test = stratified_split(
-        rows["item_key"].tolist(),
-        [str(v) for v in rows["label"]],
+    return evaluation.held_out_keys(
+        labelled["item_key"].tolist(),
+        labelled["label"].tolist(),
         test_fraction=test_fraction,
         seed=seed,
     )
-    return set(np.asarray(rows["item_key"].tolist(), dtype=object)[test])
 
 
 def teach(
@@ -371,16 +359,12 @@ def teach(
     usable = {k: str(t) for k, t in texts.items() if t is not None and str(t).strip()}
     if soft is None:
         soft = own_soft_labels(store, teacher, usable, progress)
-    origin = {k: t for k, t in usable.items() if k not in held_out}
-    exclude = [usable[k] for k in held_out if k in usable]
+    origin, exclude = learnable_rows(usable, held_out)
     made = transfer_soft_labels(
         store, teacher, origin, recipe, student_encoder, progress, exclude=exclude
     )
     taken = set(usable) | set(labelled["item_key"]) | set(soft["item_key"])
-    prefix = "~"
-    while any(k.startswith(prefix) for k in taken):  # made-up keys never meet real ones
-        prefix += "~"
-    made.insert(0, "item_key", [f"{prefix}transfer:{i}" for i in range(len(made))])
+    made.insert(0, "item_key", transfer_keys(taken, len(made)))
     report = teacher.report() | {
         "transfer_rows": len(made),
         "transfer_recipe": asdict(recipe),

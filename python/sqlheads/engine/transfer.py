@@ -157,6 +157,42 @@ class TokenNeighbours:
         return self._neighbours.get(word.lower(), [])
 
 
+def encoder_neighbours(
+    tokenizer_json: str, encoder_onnx: bytes, origin: Mapping[str, str], neighbours: int
+) -> TokenNeighbours | None:
+    """The replacement words of an encoder's graph for the words of ``origin``'s texts; None
+    when the graph holds no token embedding matrix to read them from."""
+    from tokenizers import Tokenizer
+
+    from sqlheads.engine.students import encoder_token_embeddings
+
+    size = Tokenizer.from_str(tokenizer_json).get_vocab_size(with_added_tokens=True)
+    embeddings = encoder_token_embeddings(encoder_onnx, size)
+    if embeddings is None:
+        return None
+    words = sorted({w for text in origin.values() for w in str(text).split()})
+    return TokenNeighbours(tokenizer_json, embeddings, neighbours=neighbours, words_used=words)
+
+
+def learnable_rows(
+    texts: Mapping[str, object], held_out: set[str]
+) -> tuple[dict[str, str], list[str]]:
+    """``(origin, exclude)``: the rows transfer rows may be made from (every row with text
+    but the held-out ones) and the held-out rows' texts, which no transfer row may equal."""
+    usable = {k: str(t) for k, t in texts.items() if t is not None and str(t).strip()}
+    origin = {k: t for k, t in usable.items() if k not in held_out}
+    return origin, [usable[k] for k in held_out if k in usable]
+
+
+def transfer_keys(taken: Iterable[str], count: int) -> list[str]:
+    """Keys for ``count`` transfer rows inside one distillation, never one of ``taken``."""
+    taken = list(taken)
+    prefix = "~"
+    while any(k.startswith(prefix) for k in taken):
+        prefix += "~"
+    return [f"{prefix}transfer:{n}" for n in range(count)]
+
+
 def _mask_token(tokenizer) -> str | None:
     """The tokenizer's own mask token as text (``[MASK]`` for BERT, ``<mask>`` for MPNet and
     RoBERTa: a special token, not a vocabulary word spelt alike), if it has one."""

@@ -295,13 +295,11 @@ def _transfer_rows(store, teacher, version, texts, keys, test_rows, request, pro
     and have the fine-tuned teacher score them here (on the job's device), into the cache
     that ``host.distill`` reads them from; how many there are."""
     from sqlheads.engine.teaching import Teacher
-    from sqlheads.engine.transfer import TransferRecipe
+    from sqlheads.engine.transfer import TransferRecipe, learnable_rows
 
     if not request["transfer_rows"] or not request["students"]:
         return 0
-    held_out = set(np.asarray(keys, dtype=object)[test_rows])
-    origin = {k: str(t) for k, t in texts.items() if k not in held_out and str(t or "").strip()}
-    exclude = [str(texts[k]) for k in held_out if texts.get(k)]
+    origin, exclude = learnable_rows(texts, set(np.asarray(keys, dtype=object)[test_rows]))
     set_encoder = store.encoder(store.require_set(version["set"]).encoder_id)
     onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
     scoring = teacher_heads.TeacherHead(
