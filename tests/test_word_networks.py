@@ -72,3 +72,17 @@ def test_architecture_parameters_are_validated_early():
         WordStudentParams(arch="ngrams", buckets=0).validate()
     with pytest.raises(InvalidParameterError, match="channels"):
         WordStudentParams(arch="bilstm", channels=0).validate()
+
+
+@pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
+def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabulary(arch):
+    from sqlheads.engine.students import word_student_params
+    from sqlheads.engine.word_networks import build_network
+
+    p = word_student_params(arch)
+    # texts that use every token of MPNet's 30,527: only the most used get rows
+    table = compact_vocabulary([list(range(30_527))], 30_527, 1, p.max_vocabulary)
+    assert table.max() + 1 == p.max_vocabulary + 2
+    net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
+                        dropout=p.dropout, buckets=p.buckets)  # fmt: skip
+    assert 700_000 < sum(t.numel() for t in net.parameters()) < 1_000_000

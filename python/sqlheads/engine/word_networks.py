@@ -26,16 +26,24 @@ _BIGRAM_PRIME = 1_000_003
 
 
 def compact_vocabulary(
-    token_ids: Sequence[Sequence[int]], vocab_size: int, min_count: int = 1
+    token_ids: Sequence[Sequence[int]],
+    vocab_size: int,
+    min_count: int = 1,
+    max_rows: int | None = None,
 ) -> np.ndarray:
     """The table from tokenizer ids to the student's rows: tokens seen at least ``min_count``
-    times get rows 2, 3, ... in id order; the rest share row 1 (``OTHER``). ``min_count`` 0
-    keeps every token of the vocabulary (its unseen tokens keep their initial embedding)."""
+    times (the ``max_rows`` most used of them, if given) get rows 2, 3, ... in id order; the
+    rest share row 1 (``OTHER``). ``min_count`` 0 keeps every token of the vocabulary (its
+    unseen tokens keep their initial embedding). ``max_rows`` keeps a student under its
+    parameter budget whatever the size of its texts' vocabulary."""
     counts = np.bincount(
         np.concatenate([np.asarray(s, dtype=np.int64) for s in token_ids] or [np.zeros(0, int)]),
         minlength=vocab_size,
     )[:vocab_size]
     kept = np.flatnonzero(counts >= min_count)
+    if max_rows is not None and len(kept) > max_rows:
+        most_used = np.argsort(-counts[kept], kind="stable")[:max_rows]
+        kept = np.sort(kept[most_used])
     table = np.full(vocab_size, OTHER, dtype=np.int64)
     table[kept] = np.arange(2, 2 + len(kept))
     return table
