@@ -32,7 +32,7 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "rt": None,
         "teacher_model": "all-mpnet-base-v2",
-        "curve": (0, 5_000, 10_000, 20_000, 40_000),
+        "curve": (0, 6_000, 12_000),
         "archs": ("bag", "cnn", "bilstm", "ngrams"),
         "encoder_student": {"transfer_rows": 10_000, "epochs": 1},
         "imdb": None,

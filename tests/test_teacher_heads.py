@@ -7,12 +7,12 @@ same for any encoder (`python -m bench students` runs it with all-mpnet-base-v2)
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import func, select
+from conftest import copied_store, count_rows
+from sqlalchemy import select
 
 from sqlheads import encoders, host
 from sqlheads.errors import (
@@ -45,15 +45,11 @@ def teacher_template(tmp_path_factory, rt_sample) -> Path:
 
 @pytest.fixture
 def taught(teacher_template: Path, tmp_path) -> Store:
-    copy = tmp_path / "heads.db"
-    with sqlite3.connect(teacher_template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+    return copied_store(teacher_template, tmp_path)
 
 
 def _count(store: Store, table) -> int:
-    with store.engine.connect() as c:
-        return int(c.execute(select(func.count()).select_from(table)).scalar_one())
+    return count_rows(store, table)
 
 
 def _distill(store: Store, **kwargs):
