@@ -133,8 +133,8 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
     env = os.environ | {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "SQLHEADS_SAMPLE_ROWS": "2000",
-        # the CPU students' block asks its teacher for ${TRANSFER_ROWS:-12000} transfer rows:
-        # 12,000 of MPNet's are minutes of a real run, 300 keep the test's to seconds
+        # the CPU students' block asks its teacher for ${TRANSFER_ROWS:-6000} transfer rows:
+        # 6,000 of MPNet's are minutes of a real run, 300 keep the test's to seconds
         "TRANSFER_ROWS": "300",
     }
     env.pop("SQLHEADS_URL", None)

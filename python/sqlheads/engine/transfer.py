@@ -33,7 +33,7 @@ from sqlheads.errors import check_ranges
 
 # Measured on Rotten Tomatoes with the frozen all-mpnet-base-v2 head as teacher
 # (docs/guides/data-scientist.md, "Without a GPU": accuracy against transfer rows).
-DEFAULT_ROWS = 12_000
+DEFAULT_ROWS = 6_000
 HOW = ("sentence", "augmented")  # what made a transfer row
 _WORD = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|<br\s*/?>|\n+")
