@@ -19,7 +19,7 @@ from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
 from sqlheads.store.soft_labels import find_teacher, read_soft_labels
-from sqlheads.teacher_heads import held_out_keys
+from sqlheads.verbs.teach import held_out_keys
 
 runner = CliRunner()
 

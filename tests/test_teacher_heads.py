@@ -24,7 +24,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
-from sqlheads.teacher_heads import held_out_keys
+from sqlheads.verbs.teach import held_out_keys
 
 LABELS = "SELECT item_key, label FROM reviews"
 FAST = {"epochs": 1}

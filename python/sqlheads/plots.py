@@ -1,4 +1,4 @@
-"""``sqlheads plot``: PNGs in the style of ``sqlheads report`` (issue 20, point 5).
+"""``sqlheads plot``: PNGs in the style of ``sqlheads report``, for slides and tickets.
 
 - ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
   the deployed one starred), from ``model_summary``;

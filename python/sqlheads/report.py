@@ -112,7 +112,8 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def _against_baseline(data: ReportData) -> dict[str, dict[str, float]]:
-    """This version's held-out accuracy and macro-F1 beside its TF-IDF baseline's (issue 21)."""
+    """This version's held-out accuracy and macro-F1 beside its TF-IDF baseline's: a
+    model that does not beat a bag of words is not worth its cost."""
     found = data.metrics.get("baseline", {})
     if "accuracy" not in found:
         return {}
@@ -235,7 +236,7 @@ SPEED_ROWS = 256  # rows of a set scored to time a version
 def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, Any]:
     import time
 
-    from sqlheads import procedures
+    from sqlheads.compute.columns import EMBED_INPUT
     from sqlheads.engine.encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
 
@@ -244,7 +245,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
              "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
     if found is None or found.source_query is None:
         return point  # no text to time it on
-    texts = next(store.run_query(found.source_query, procedures.EMBED_INPUT, "source", SPEED_ROWS))
+    texts = next(store.run_query(found.source_query, EMBED_INPUT, "source", SPEED_ROWS))
     texts = texts["text"].astype(str).tolist()
     kind = model_kind(model.kind)
     scorer = kind.load(store.model_blob(model.model_id))

@@ -1,4 +1,5 @@
-"""``distill --teacher-head``: a head's deployed version teaches, on the CPU as on a GPU.
+"""``distill --teacher-head``: a head's deployed version teaches, on the CPU as on a GPU (the
+embedded half of :mod:`sqlheads.compute.teach`, which does the same in SQL Server's Python).
 
 The teacher is whatever version of head H is deployed: a frozen-encoder head (its texts are
 embedded with its own encoder first) or a text model such as a sidecar's fine-tuned teacher.
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.caller_rows import read_texts, text_source
+from sqlheads.compute.columns import text_sha256
 from sqlheads.engine import evaluation
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.kinds import model_kind
@@ -40,11 +41,11 @@ from sqlheads.errors import (
     NotFoundError,
     TeacherNotDeployedError,
 )
-from sqlheads.procedures import text_sha256
 from sqlheads.settings import TEST_FRACTION
 from sqlheads.store import transfer_cache
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
 from sqlheads.store.vectors import pack_rows, unpack_rows
+from sqlheads.verbs.rows import RowSource, text_source
 
 Progress = Callable[[int, int | None], None]  # (rows just scored, rows to score)
 CACHE_CHUNK = 1024  # transfer rows scored and committed at a time
@@ -281,39 +282,33 @@ def taught_rows(
     embedding_set: EmbeddingSet,
     set_encoder: Encoder,
     labelled: pd.DataFrame,
-    source: str | dict[str, Any] | None,
+    source: RowSource | None,
     *,
     teacher: TeacherHead,
     soft: pd.DataFrame | None,
     transfer_rows: int | None,
     distill_params: dict[str, Any],
     progress: Progress | None,
-) -> tuple[Taught, dict[str, Any]]:
-    """``distill``'s side of a teaching version: the rows' texts (through ``source`` or the
-    set's own source query) and what ``teacher`` made of them; ``soft``: the soft labels it
-    stored earlier for the rows (a sidecar teacher's), else they are scored now."""
-    texts = (
-        source
-        if isinstance(source, dict)
-        else read_texts(store, text_source(embedding_set, source))
-    )
+) -> Taught:
+    """``distill``'s side of a teaching version: what ``teacher`` made of the rows' texts
+    (through ``source`` or the set's own source query); ``soft``: the soft labels it stored
+    earlier for the rows (a sidecar teacher's), else they are scored now."""
+    texts = text_source(store, embedding_set, source).texts()
     onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
     seed = int(distill_params.get("seed") or 0)
-    taught = teach(
+    rows = DEFAULT_ROWS if transfer_rows is None else transfer_rows
+    return teach(
         store,
         teacher=teacher,
         labelled=labelled,
         texts=texts,
-        recipe=TransferRecipe(
-            rows=DEFAULT_ROWS if transfer_rows is None else transfer_rows, seed=seed
-        ),
+        recipe=TransferRecipe(rows=rows, seed=seed),
         student_encoder=(set_encoder.sha256, onnx, tokenizer_json),
         test_fraction=float(distill_params.get("test_fraction") or TEST_FRACTION),
         seed=seed,
         progress=progress,
         soft=soft,
     )
-    return taught, texts
 
 
 def refuse_two_teachers(soft_labels: str | None) -> None:
@@ -351,7 +346,7 @@ def teach(
     held out or not, and unlabelled; unless ``soft`` gives them), and ``recipe``'s transfer
     rows made from those the student may learn from: never from a held-out row, and never
     equal to a held-out row's text."""
-    from sqlheads.procedures import present
+    from sqlheads.compute.columns import present
 
     gold = labelled["label"][present(labelled["label"], "text")]
     refuse_other_classes(teacher, sorted({str(v) for v in gold}))

@@ -1,5 +1,6 @@
 """``heads.distill @teacher_head`` on SQL Server: a deployed version teaches in the server's
-Python (the ``sp_execute_external_script`` contract: a DataFrame in, a DataFrame out).
+Python (the ``sp_execute_external_script`` contract: a DataFrame in, a DataFrame out; its
+embedded half, with the cache of transfer rows, is :mod:`sqlheads.verbs.teach`).
 
 T-SQL hands over the student's rows (``item_key``, ``text``, ``label``, and, where the teacher's
 set stored one, that set's ``teacher_vector`` and ``teacher_text_sha256`` for the key) with the
