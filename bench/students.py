@@ -72,11 +72,12 @@ def teacher_logits_path() -> Path | None:
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from bench.accuracy import tfidf_lr
-    from sqlheads import datasets, encoders, host
+    from sqlheads import datasets, host
     from sqlheads.engine.catalog import DEFAULT_MODEL
     from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
     from sqlheads.engine.transfer import DEFAULT_ROWS
     from sqlheads.store.repository import Store
+    from sqlheads.verbs import encoders
 
     size = SIZES[scale]
     rt = seeded_subsample(datasets.rotten_tomatoes(), size["rt"])

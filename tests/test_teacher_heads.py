@@ -14,7 +14,7 @@ import pytest
 from conftest import copied_store, count_rows
 from sqlalchemy import select
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.errors import (
     ClassMismatchError,
     InvalidParameterError,
@@ -24,6 +24,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
+from sqlheads.verbs import encoders
 from sqlheads.verbs.teach import held_out_keys
 
 LABELS = "SELECT item_key, label FROM reviews"
