@@ -154,6 +154,18 @@ class MissingTextError(SqlheadsError):
     number = 50024
 
 
+class TeacherNotDeployedError(SqlheadsError):
+    """A teacher head that exists but has no deployed version to teach with."""
+
+    number = 50027
+
+
+class TeacherDroppedError(SqlheadsError):
+    """A teacher head dropped (or its taught version deleted) while a student was distilled."""
+
+    number = 50028
+
+
 class UnsupportedDatabaseError(SqlheadsError):
     """A database URL whose dialect sqlheads does not run on, or whose driver is missing."""
 
@@ -305,6 +317,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    TeacherNotDeployedError,
+    TeacherDroppedError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
     EncoderNotInstalledError,
