@@ -15,14 +15,24 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from transformers import GPT2Config, RobertaConfig, RobertaModel, XLMRobertaConfig
+import torch
+from transformers import (
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    RobertaConfig,
+    RobertaModel,
+    XLMRobertaConfig,
+)
 
-from sqlheads import encoders, host
+from sqlheads import datasets, encoders, host
 from sqlheads.engine import catalog, export
-from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
+from sqlheads.engine.encoder import OnnxEncoder, Tokenizer, int8_kernels
+from sqlheads.engine.int8 import CHOICES, MIN_COSINE_FLOOR, LabelledSample
 from sqlheads.errors import (
     EncoderArchiveError,
     EncoderNotInstalledError,
+    ExportParityError,
     InvalidParameterError,
     NotFoundError,
     UnsupportedEncoderError,
@@ -99,13 +109,82 @@ def test_a_corrupt_archive_is_refused(tmp_path, monkeypatch):
 @heavy
 def test_mpnet_int8_keeps_the_outlier_projections_in_fp32(mpnet_fp32, tmp_path):
     int8 = export.export_encoder(MPNET.model_dir(), quantization="int8")
-    assert int8.parity_cosine >= export.INT8_SANITY_THRESHOLD
+    assert int8.parity_cosine >= MIN_COSINE_FLOOR
     nodes = onnx.load_from_string(int8.onnx).graph.node
     assert any(n.op_type == "MatMul" and export.FEED_FORWARD_OUTPUT.search(n.name) for n in nodes)
-    assert int8.quantization == export.INT8_PARTIAL
+    assert int8.quantization == export.INT8_PARTIAL == MPNET.int8
+    assert export.int8_decision(int8.onnx).decided_by == "catalogue: all-mpnet-base-v2"
     a = _session(mpnet_fp32, tmp_path / "fp32").encode(MIXED).vectors
     b = _session(int8, tmp_path / "int8").encode(MIXED).vectors
-    assert np.sum(a * b, axis=1).min() > export.INT8_SANITY_THRESHOLD
+    assert np.sum(a * b, axis=1).min() > MIN_COSINE_FLOOR
+
+
+def _tiny_bert(folder: Path) -> Path:
+    """A 2-layer BERT of random weights with MiniLM's vocabulary: a model no catalogue knows."""
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=130,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    shutil.copy(export.default_model_dir() / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+def _small_sample() -> LabelledSample:
+    sample = datasets.int8_sample(train_rows=300)
+    keep = [i for i, test in enumerate(sample.test) if not test or i % 8 == 0]
+    return LabelledSample(
+        "a small sample",
+        tuple(sample.texts[i] for i in keep),
+        tuple(sample.labels[i] for i in keep),
+        tuple(sample.test[i] for i in keep),
+    )
+
+
+def test_a_model_outside_the_catalogue_is_judged_and_its_figures_travel_in_the_graph(tmp_path):
+    """Whatever this CPU measures, the choice is the rule applied to the figures the graph
+    carries, and the store records that choice: the assertions hold on either CPU kind."""
+    folder = _tiny_bert(tmp_path / "tiny")
+    with pytest.raises(InvalidParameterError, match="int8_sample"):
+        export.export_encoder(folder, max_length=128, use_cache=False)
+    artifact = export.export_encoder(
+        folder, max_length=128, use_cache=False, int8_sample=_small_sample()
+    )
+    decision = export.int8_decision(artifact.onnx)
+    assert decision.decided_by == f"measured on a small sample, {int8_kernels()}"
+    assert [f.choice for f in decision.figures] == list(CHOICES[: len(decision.figures)])
+    ruled = next((f.choice for f in decision.figures if f.acceptable), decision.figures[-1].choice)
+    assert decision.choice == ruled == artifact.quantization
+    assert decision.figures[0].describe() in decision.reason
+    left_float = export.weight_matmuls(artifact.onnx)[1]
+    assert left_float == (0 if decision.choice == CHOICES[0] else 2)  # a feed-forward output each
+
+
+def test_a_directory_registered_as_int8_is_judged_on_rotten_tomatoes(store, tmp_path):
+    folder = _tiny_bert(tmp_path / "tiny")
+    encoder = encoders.register_encoder(store, name="tiny", model_dir=folder, max_length=128)
+    onnx_bytes, _ = store.encoder_bytes(encoder.encoder_id)
+    decision = export.int8_decision(onnx_bytes)
+    assert decision.decided_by.startswith("measured on Rotten Tomatoes (2,000 train / 1,706 test")
+    assert encoder.quantization == decision.choice
+
+
+def test_an_int8_graph_that_is_really_broken_is_refused(tmp_path, monkeypatch):
+    # An impossible floor proves the gate is live: the real int8 graph is compared and refused.
+    monkeypatch.setattr(export, "MIN_COSINE_FLOOR", 1.01)
+    with pytest.raises(ExportParityError, match="broke the encoder") as refused:
+        export.export_encoder(
+            _tiny_bert(tmp_path / "tiny"),
+            max_length=128,
+            use_cache=False,
+            int8_sample=_small_sample(),
+        )
+    assert refused.value.number == 50010
 
 
 @pytest.mark.parametrize("config_class", [RobertaConfig, XLMRobertaConfig])

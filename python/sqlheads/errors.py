@@ -181,7 +181,8 @@ class UnsupportedEncoderError(SqlheadsError):
 
 
 class QuantizationError(SqlheadsError):
-    """An int8 export whose graph has no int8 MatMul: it would be stored as what it is not."""
+    """An int8 export whose graph is not the int8 graph chosen for the model (no int8 MatMul,
+    or other MatMuls left float): it would be stored as what it is not."""
 
     number = 50044
 
