@@ -460,7 +460,8 @@ def quantize_int8(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> 
     saturates once 255 x (|w1| + |w2|) passes 32,767; weights within +-64 never do, so the
     integer products are the same on CPUs with VNNI and without (8-bit weights cost
     all-MiniLM-L6-v2 cosine 0.962 against 0.975 on a CPU without VNNI). Per channel: per tensor,
-    MiniLM's vectors fell to a minimum cosine of 0.76 on 600 Rotten Tomatoes reviews.
+    MiniLM's vectors fell to cosine 0.866 to fp32 on average, 0.769 at worst, on 600 Rotten
+    Tomatoes reviews (0.9904 and 0.9779 per channel).
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
