@@ -25,7 +25,7 @@ from transformers import (
     XLMRobertaConfig,
 )
 
-from sqlheads import datasets, encoders, host
+from sqlheads import datasets, host
 from sqlheads.engine import catalog, export
 from sqlheads.engine.encoder import OnnxEncoder, Tokenizer, int8_kernels
 from sqlheads.engine.int8 import CHOICES, MIN_COSINE_FLOOR, LabelledSample
@@ -37,6 +37,7 @@ from sqlheads.errors import (
     NotFoundError,
     UnsupportedEncoderError,
 )
+from sqlheads.verbs import encoders
 
 MPNET = catalog.CATALOG["all-mpnet-base-v2"]
 needs_mpnet = pytest.mark.skipif(

@@ -55,7 +55,8 @@ class TooFewRowsError(SqlheadsError):
 
 
 class MissingEmbeddingsError(SqlheadsError):
-    """Labels or keys that have no stored vector in the set."""
+    """Labels or keys that have no stored vector in the set, or a labels query that returned
+    no (labelled) rows at all."""
 
     number = 50006
 
@@ -148,6 +149,18 @@ class MissingTextError(SqlheadsError):
     """A text model asked to score or learn without a query that returns the rows' text."""
 
     number = 50024
+
+
+class TeacherNotDeployedError(SqlheadsError):
+    """A teacher head that exists but has no deployed version to teach with."""
+
+    number = 50027
+
+
+class TeacherDroppedError(SqlheadsError):
+    """A teacher head dropped (or its taught version deleted) while a student was distilled."""
+
+    number = 50028
 
 
 class UnsupportedDatabaseError(SqlheadsError):
@@ -263,6 +276,13 @@ class JobOwnerError(SqlheadsError):
     number = 50070
 
 
+class InternalError(SqlheadsError):
+    """A failure inside sqlheads that is none of the above (a bug), as SQL Server's door
+    returns it rather than letting it escape as error 39004 without a number."""
+
+    number = 50090
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -295,6 +315,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    TeacherNotDeployedError,
+    TeacherDroppedError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
     EncoderNotInstalledError,
@@ -312,4 +334,5 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderSourceError,
     PrecisionUnavailableError,
     JobOwnerError,
+    InternalError,
 )

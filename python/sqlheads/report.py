@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError
+from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
 from sqlheads.store.repository import Model, Store
 
@@ -112,7 +112,8 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
 
 
 def _against_baseline(data: ReportData) -> dict[str, dict[str, float]]:
-    """This version's held-out accuracy and macro-F1 beside its TF-IDF baseline's (issue 21)."""
+    """This version's held-out accuracy and macro-F1 beside its TF-IDF baseline's: a
+    model that does not beat a bag of words is not worth its cost."""
     found = data.metrics.get("baseline", {})
     if "accuracy" not in found:
         return {}
@@ -126,13 +127,23 @@ def _against_baseline(data: ReportData) -> dict[str, dict[str, float]]:
 def build_report(
     store: Store, head: str, *, version: int | None = None, out_dir: str | Path | None = None
 ) -> dict[str, Any]:
-    """Write ``index.html`` and its PNG plots for a version; store the figures' numbers."""
+    """Write ``index.html`` and its PNG plots for a version; store the figures' numbers. A
+    head with students also gets their figure: teacher, students, frozen heads and the
+    baseline, accuracy against rows/s (:func:`student_points`)."""
     data = load_report_data(store, head, version)
     rows = figure_rows(data)
     store_figures(store, data.model.model_id, rows)
     out = Path(out_dir) if out_dir is not None else Path(f"report-{head}-v{data.model.version}")
     out.mkdir(parents=True, exist_ok=True)
     plots = draw(data, out)
+    if data.versions["teacher_accuracy"].notna().any():
+        plt = pyplot()
+        figure, ax = plt.subplots(figsize=(6.4, 4.4))
+        draw_students(ax, head, *student_points(store, head))
+        figure.tight_layout()
+        plots["students"] = "students.png"
+        figure.savefig(out / plots["students"], dpi=100)
+        plt.close(figure)
     page = out / "index.html"
     page.write_text(render_html(data, plots), encoding="utf-8")
     return {
@@ -184,6 +195,98 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
         figure.savefig(out / files[name], dpi=100)
         plt.close(figure)
     return files
+
+
+def student_points(store: Store, head: str) -> tuple[list[dict[str, Any]], float | None]:
+    """Each version of ``head`` and each version that taught one of them (a teacher head's,
+    or a sidecar's fine-tuned teacher), with its held-out accuracy and its rows/s from text on
+    this machine (scoring :data:`SPEED_ROWS` rows of its set's source, the encoder included
+    for a model that reads vectors); and the TF-IDF baseline of the newest version."""
+    from sqlheads.store.soft_labels import find_teacher
+
+    versions = store.read_view("model_summary", head=head).sort_values("version")
+    if versions.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`"
+        )
+    points = []
+    teachers: dict[int, str] = {}
+    for row in versions.itertuples():
+        model = store.find_model(head, int(row.version))
+        role = "student" if pd.notna(row.teacher_accuracy) else "head"
+        points.append(_speed(store, model, row.set_name, role))
+        found = find_teacher(store, row.teacher) if isinstance(row.teacher, str) else None
+        if found is not None and found.model_id is not None:
+            teachers[found.model_id] = found.name
+    for model_id in teachers:
+        try:
+            teacher = store.model_by_id(model_id)
+        except Exception:  # noqa: BLE001 - a teacher head dropped since: nothing to time
+            continue
+        summary = store.read_view("model_summary", head=teacher.head)
+        set_name = summary[summary["model_id"] == model_id]["set_name"].iloc[0]
+        points.append(_speed(store, teacher, set_name, "teacher"))
+    baseline = versions["baseline_accuracy"].dropna()
+    return points, (float(baseline.iloc[-1]) if len(baseline) else None)
+
+
+SPEED_ROWS = 256  # rows of a set scored to time a version
+
+
+def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, Any]:
+    import time
+
+    from sqlheads.compute.columns import EMBED_INPUT
+    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.kinds import model_kind
+
+    found = store.find_set(set_name)
+    point = {"head": model.head, "version": model.version, "kind": model.kind, "role": role,
+             "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
+    if found is None or found.source_query is None:
+        return point  # no text to time it on
+    texts = next(store.run_query(found.source_query, EMBED_INPUT, "source", SPEED_ROWS))
+    texts = texts["text"].astype(str).tolist()
+    kind = model_kind(model.kind)
+    scorer = kind.load(store.model_blob(model.model_id))
+    encoder = None
+    if kind.reads == "vector":
+        registered = store.encoder(model.encoder_id)
+        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
+        encoder = load_encoder(registered.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
+                               dim=registered.dim, max_length=registered.max_length)  # fmt: skip
+
+    def score(part: list[str]) -> None:
+        scorer.predict_proba(part if encoder is None else encoder.encode(part).vectors)
+
+    score(texts[:2])  # loaded once, outside the timing
+    started = time.perf_counter()
+    score(texts)
+    point["rows_per_second"] = round(len(texts) / (time.perf_counter() - started), 1)
+    return point
+
+
+def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float | None) -> None:
+    styles = {"teacher": ("*", 220, "gold"), "student": ("o", 60, "tab:blue"),
+              "head": ("s", 60, "tab:green")}  # fmt: skip
+    for role, (marker, size, colour) in styles.items():
+        shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
+        ax.scatter([p["rows_per_second"] for p in shown], [p["accuracy"] for p in shown],
+                   marker=marker, s=size, color=colour, edgecolors="black", label=role)  # fmt: skip
+        for p in shown:
+            ax.annotate(f"{p['head']} v{p['version']} {p['kind']}",
+                        (p["rows_per_second"], p["accuracy"]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    if baseline is not None:
+        ax.axhline(baseline, color="gray", linestyle="--", label="TF-IDF + LR baseline")
+    ax.set(
+        xscale="log",
+        xlabel=f"rows/s from text ({SPEED_ROWS} rows of the set, this machine)",
+        ylabel="held-out accuracy",
+        title=f"{head}: teacher, students, heads, baseline",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def _confusion(ax, data: ReportData) -> None:
@@ -321,6 +424,7 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "loss_curve": "Training loss",
         "versions": "Comparison with other versions",
         "baseline": "Beside its TF-IDF baseline",
+        "students": "Teacher, students, heads and baseline: accuracy against rows/s",
     }
     figures = "\n".join(
         f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'

@@ -1,4 +1,4 @@
-"""How the command line's help reads (issue 20, point 4).
+"""How the command line's help reads: what a flag takes, and nothing it does not.
 
 Typer 0.29 shows a value type beside every option, ``<bool>`` too, which reads as if a flag
 took a value (``--json <bool>``); a flag takes none, so none is shown.
@@ -36,6 +36,10 @@ TEACHER_OPTIONS = {
     "patience": ("Evaluations without improvement before stopping; 0: never stop early.", 2),
     "seed": ("Random seed of the fine-tuning.", 0),
     "max_steps": ("Stop after this many optimiser steps (smoke runs).", "none"),
+    "transfer_rows": (
+        "Rows the teacher labels beyond the set's, for the text students (cached).",
+        6_000,
+    ),
 }
 
 

@@ -46,7 +46,7 @@ def stratified_split(
             f"{test_fraction:.0%} split: label more rows or change --test-fraction"
         )
     # scikit-learn is imported here, not at module level: SQL Server starts a fresh Python for
-    # every predict batch, which must not pay for importing it (issue 10, point 18).
+    # every predict batch, which must not pay for importing it.
     from sklearn.model_selection import train_test_split
 
     order = np.argsort(keys, kind="stable")
@@ -56,6 +56,24 @@ def stratified_split(
     test = np.zeros(len(keys), dtype=bool)
     test[test_positions] = True
     return ~test, test
+
+
+def held_out_keys(
+    keys: Sequence[str], labels: Sequence[object], *, test_fraction: float, seed: int
+) -> set[str]:
+    """The keys :func:`stratified_split` holds out among the labelled ones (a label that is
+    None, NaN or blank marks a row without one), as ``train`` and ``distill`` hold them out."""
+    labelled = [
+        (str(k), str(v))
+        for k, v in zip(keys, labels, strict=True)
+        if v is not None and v == v and str(v).strip()  # v == v: not NaN
+    ]
+    if not labelled:
+        return set()
+    _, test = stratified_split(
+        [k for k, _ in labelled], [v for _, v in labelled], test_fraction=test_fraction, seed=seed
+    )
+    return {k for (k, _), held in zip(labelled, test, strict=True) if held}
 
 
 def classification_metrics(

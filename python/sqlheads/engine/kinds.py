@@ -45,10 +45,9 @@ class StudentOptions:
     distill: DistillParams
     batch_size: int
     seed: int = 0
-    hidden: int | None = None  # head
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
-    threads: int | None = None
+    arch: str | None = None  # word student: its architecture (students.ARCHITECTURE_SIZES)
     student_model: str | None = None  # encoder student: catalogue model or HF directory
     max_length: int | None = None
     max_steps: int | None = None
@@ -126,7 +125,7 @@ def _distil_head(
         classes,
         logits,
         gold,
-        head=HeadParams(hidden=o.hidden, seed=o.seed),
+        head=HeadParams(seed=o.seed),
         distill=o.distill,
         on_epoch=o.epoch_hook(),
     )
@@ -137,7 +136,7 @@ def _distil_word_student(
 ) -> Scorer:
     if o.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return students.WordStudent().fit(
+    return students.WordStudent(students.word_student_params(o.arch)).fit(
         texts,
         classes,
         logits,
@@ -145,7 +144,6 @@ def _distil_word_student(
         tokenizer_json=o.tokenizer_json,
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
-        threads=o.threads,
         on_epoch=o.epoch_hook(),
     )
 

@@ -171,13 +171,51 @@ models = Table(
     Column("parameters", Integer, nullable=True),
     Column("teacher_id", Integer, ForeignKey("teachers.teacher_id"), nullable=True),
     Column("teacher_accuracy", Float, nullable=True),
-    # TF-IDF + logistic regression on the same training and held-out rows (issue 21), or why
-    # it was not fitted (no text reachable, one class).
+    # TF-IDF + logistic regression on the same training and held-out rows, the bar a version
+    # must clear to be worth its cost, or why it was not fitted (no text reachable, one class).
     Column("baseline_accuracy", Float, nullable=True),
     Column("baseline_macro_f1", Float, nullable=True),
     Column("baseline_seconds", Float, nullable=True),
     Column("baseline_skipped", Unicode(400), nullable=True),
     UniqueConstraint("head", "version"),
+)
+
+# Transfer rows a teacher version labelled for distillation (sqlheads.engine.transfer): made
+# once per teacher version and recipe (whose key also hashes the rows they were made from) and
+# reused by every later student, whatever count it asks (a smaller count reads the first rows);
+# dropping the teacher's head drops them with its versions.
+transfer_sets = Table(
+    "transfer_sets",
+    metadata,
+    Column("transfer_set_id", Integer, primary_key=True, autoincrement=True),
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("recipe_key", String(64), nullable=False),
+    Column("recipe_json", UnicodeText, nullable=False),
+    Column("classes_json", UnicodeText, nullable=False),
+    # how many rows the recipe can make from its rows at most, once a build ran short of the
+    # count asked; NULL while every count asked was made in full
+    Column("rows_max", Integer, nullable=True),
+    _created_at(),
+    UniqueConstraint("model_id", "recipe_key"),
+)
+
+# One row of a transfer set with the teacher's logits (float32 bytes in its classes' order);
+# written in chunks as the teacher scores them, so an interrupted run resumes.
+transfer_rows = Table(
+    "transfer_rows",
+    metadata,
+    Column(
+        "transfer_set_id",
+        Integer,
+        ForeignKey("transfer_sets.transfer_set_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ordinal", Integer, nullable=False),
+    Column("origin_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("how", String(16), nullable=False),
+    Column("text", UnicodeText, nullable=False),
+    Column("logits", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("transfer_set_id", "ordinal"),
 )
 
 # Every deployment is a row; the newest row of a head is what is deployed, so a rollback is just
@@ -264,8 +302,9 @@ job_queue = Table(
     Column("requested_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
     Column("started_at", DateTime(timezone=False), nullable=True),
     Column("finished_at", DateTime(timezone=False), nullable=True),
-    # Who asked (issue 19): the login (ORIGINAL_LOGIN()) and the database user on SQL Server,
-    # the OS user on SQLite. heads.jobs shows each caller their own jobs.
+    # Who asked, so that only they (or heads_admin) may cancel: the login (ORIGINAL_LOGIN())
+    # and the database user on SQL Server, the OS user on SQLite. heads.jobs shows each caller
+    # their own jobs.
     Column("requested_by", Unicode(NAME_LENGTH), nullable=True),
     Column("requested_user", Unicode(NAME_LENGTH), nullable=True),
     CheckConstraint(f"kind IN {JOB_KINDS}", name="job_kind"),
@@ -278,8 +317,9 @@ job_queue = Table(
 
 # A job's inputs, captured when it was requested, under the requester's own permissions: the
 # rows of the caller's queries (key, label, text). The sidecar reads these and never runs a
-# caller's query (issue 19). A key may appear twice (an embed source's duplicates are rejected
-# by the embed job, as `sqlheads embed` rejects them), hence the row id.
+# caller's query, which would run with the sidecar's rights. A key may appear twice (an embed
+# source's duplicates are rejected by the embed job, as `sqlheads embed` rejects them), hence
+# the row id.
 job_inputs = Table(
     "job_inputs",
     metadata,
