@@ -120,18 +120,20 @@ def test_mpnet_int8_keeps_the_outlier_projections_in_fp32(mpnet_fp32, tmp_path):
     assert np.sum(a * b, axis=1).min() > MIN_COSINE_FLOOR
 
 
-def _tiny_bert(folder: Path) -> Path:
-    """A 2-layer BERT of random weights with MiniLM's vocabulary: a model no catalogue knows."""
-    config = BertConfig(
+def _tiny_model(folder: Path, config_class=BertConfig, model_class=BertModel, **extra) -> Path:
+    """A 2-layer model of random weights with MiniLM's tokenizer: a model no catalogue knows.
+    The exporter, tracing and checks are the real ones; only the weights are random."""
+    config = config_class(
         vocab_size=30522,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=64,
         max_position_embeddings=130,
+        **extra,
     )
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
+    model_class(config).save_pretrained(folder)
     shutil.copy(export.default_model_dir() / "tokenizer.json", folder / "tokenizer.json")
     return folder
 
@@ -150,7 +152,7 @@ def _small_sample() -> LabelledSample:
 def test_a_model_outside_the_catalogue_is_judged_and_its_figures_travel_in_the_graph(tmp_path):
     """Whatever this CPU measures, the choice is the rule applied to the figures the graph
     carries, and the store records that choice: the assertions hold on either CPU kind."""
-    folder = _tiny_bert(tmp_path / "tiny")
+    folder = _tiny_model(tmp_path / "tiny")
     with pytest.raises(InvalidParameterError, match="int8_sample"):
         export.export_encoder(folder, max_length=128, use_cache=False)
     artifact = export.export_encoder(
@@ -167,7 +169,7 @@ def test_a_model_outside_the_catalogue_is_judged_and_its_figures_travel_in_the_g
 
 
 def test_a_directory_registered_as_int8_is_judged_on_rotten_tomatoes(store, tmp_path):
-    folder = _tiny_bert(tmp_path / "tiny")
+    folder = _tiny_model(tmp_path / "tiny")
     encoder = encoders.register_encoder(store, name="tiny", model_dir=folder, max_length=128)
     onnx_bytes, _ = store.encoder_bytes(encoder.encoder_id)
     decision = export.int8_decision(onnx_bytes)
@@ -180,7 +182,7 @@ def test_an_int8_graph_that_is_really_broken_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(export, "MIN_COSINE_FLOOR", 1.01)
     with pytest.raises(ExportParityError, match="broke the encoder") as refused:
         export.export_encoder(
-            _tiny_bert(tmp_path / "tiny"),
+            _tiny_model(tmp_path / "tiny"),
             max_length=128,
             use_cache=False,
             int8_sample=_small_sample(),
@@ -192,21 +194,10 @@ def test_an_int8_graph_that_is_really_broken_is_refused(tmp_path, monkeypatch):
 def test_roberta_families_export_with_offset_positions(config_class, tmp_path):
     """A small RoBERTa / XLM-RoBERTa of random weights: positions start after padding_idx.
 
-    The exporter, tracing and parity check are the real ones; only the weights are random, as
-    no such encoder ships on PyPI here. MiniLM's tokenizer supplies the vocabulary, so the pad
-    id (0) is the padding index.
+    No such encoder ships on PyPI here. MiniLM's tokenizer supplies the vocabulary, so the pad
+    id (0) is the padding index. XLM-RoBERTa is RoBERTa's architecture.
     """
-    config = config_class(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=130,
-        pad_token_id=0,
-    )
-    RobertaModel(config).save_pretrained(tmp_path)  # XLM-RoBERTa is RoBERTa's architecture
-    shutil.copy(export.default_model_dir() / "tokenizer.json", tmp_path / "tokenizer.json")
+    _tiny_model(tmp_path, config_class, RobertaModel, pad_token_id=0)
     with pytest.raises(InvalidParameterError, match="129 positions"):
         export.export_encoder(tmp_path, max_length=130, quantization="none", use_cache=False)
     artifact = export.export_encoder(tmp_path, max_length=129, quantization="none", use_cache=False)
