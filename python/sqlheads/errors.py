@@ -80,7 +80,8 @@ class EncoderNotCachedError(SqlheadsError):
 
 
 class ExportParityError(SqlheadsError):
-    """An ONNX export whose output differs from PyTorch's."""
+    """An ONNX export whose output differs from PyTorch's, or an int8 graph so far from fp32
+    that it is broken rather than lossy."""
 
     number = 50010
 

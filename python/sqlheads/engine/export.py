@@ -376,7 +376,7 @@ def fuse(onnx_bytes: bytes, config: PretrainedConfig) -> bytes:
     position bias to the attention scores, which the Attention fusion does not match, so MPNet
     keeps unfused attention but gains BiasGelu. The residual Add and LayerNormalization stay
     apart: onnxruntime's CPU SkipLayerNormalization is a scalar loop with a division per
-    element, measured 4-10x slower than Add + LayerNormalization (MiniLM int8 on Rotten
+    element, measured 4-6x slower than Add + LayerNormalization (MiniLM int8 on Rotten
     Tomatoes: a fifth of the time), and the encoder's session keeps them apart too
     (:data:`~sqlheads.engine.encoder.UNFUSED`).
     """
