@@ -134,8 +134,12 @@ def test_demo_json_reports_accuracy_on_the_fixed_split_and_reruns_in_place(tmp_p
     assert result["rows"] == len(rt) == 8530
     assert result["classes"] == ["negative", "positive"]
     assert result["rows_test"] == int((rt["split"] == "test").sum())
-    assert result["accuracy"] >= 0.77  # frozen MiniLM + MLP measured 78 % here
-    assert result["macro_f1"] >= 0.76
+    # On this split a head on the int8 vectors measured 77.8 % (on fp32 vectors 78.3 %), Intel
+    # Xeon with VNNI. Without VNNI the 7-bit graph's int8 products are the same integers (see
+    # test_engine_encoder); two points leave room for the fp32 operators' and the head's own
+    # rounding on another CPU, and still catch a broken encoder or head (50-65 %).
+    assert result["accuracy"] >= 0.76
+    assert result["macro_f1"] >= 0.75
     # The view's rows for the fixed test split give the same accuracy as the training run.
     assert result["test_accuracy_from_view"] == pytest.approx(result["accuracy"], abs=1e-4)
     assert result["predictions_in_view"] == 8530
