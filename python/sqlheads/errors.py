@@ -25,13 +25,15 @@ class SqlheadsError(Exception):
 
 
 class NotFoundError(SqlheadsError):
-    """A set, head, version or encoder that does not exist."""
+    """A set, head, version or encoder that does not exist; a head with no deployed version; a
+    deployed version that recorded no labelled keys (``label-queue``: trained before 0007)."""
 
     number = 50001
 
 
 class InvalidNameError(SqlheadsError):
-    """A set, head or encoder name outside the allowed form."""
+    """A set, head, encoder or labelling table (``label-queue --into``) name outside the
+    allowed form."""
 
     number = 50002
 
@@ -104,7 +106,8 @@ class NotInitialisedError(SqlheadsError):
 
 
 class InUseError(SqlheadsError):
-    """An object that other objects still use (a set with heads trained on it)."""
+    """An object that other objects still use (a set with heads trained on it), or a table
+    ``label-queue --into`` would overwrite without ``--replace``."""
 
     number = 50015
 

@@ -14,7 +14,13 @@ per_class            precision|recall|f1      class               metric
 loss_curve           train_loss               epoch (1-based)     mean training loss
 score_histogram      predicted label          bin's lower edge    predictions
 baseline             model|tfidf_lr           accuracy|macro_f1   held-out metric
+queue_margin         unlabelled               bin's lower edge    rows in the queue
+drift                set                      signal              its value
+drift_shares         set|training             class               share of rows
 ===================  =======================  ==================  ==================
+
+The queue and drift sections (``label_queue`` and ``drift`` views, with the verbs' additions)
+are the deployed version's: a report of another version says so instead.
 
 The version comparison needs no rows of its own: BI tools read ``model_summary`` directly.
 This module sits above the store and the engine; matplotlib (the ``report`` extra) draws with
@@ -25,16 +31,19 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError, NotFoundError
+from sqlheads.errors import InvalidParameterError, NotFoundError, SqlheadsError
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
+from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
+from sqlheads.verbs.drift import drift
+from sqlheads.verbs.label_queue import label_queue
 
 SCORE_BINS = 20
 FIGURES = (
@@ -44,6 +53,16 @@ FIGURES = (
     "loss_curve",
     "versions",
     "baseline",
+    "queue_margin",
+    "drift_shares",
+)
+QUEUE_TOP = 10  # rows of the label queue the page lists
+DRIFT_SIGNALS = (
+    "rows_scored",
+    "mean_top_probability",
+    "top_probability_psi",
+    "largest_share_gap",
+    "embedding_shift",
 )
 
 
@@ -57,6 +76,9 @@ class ReportData:
     loss_curve: list[float]
     scores: pd.DataFrame  # label, score: this version's rows in predictions
     versions: pd.DataFrame  # model_summary rows of the head
+    queue: dict[str, Any] | str = ""  # label_queue's result, or why there is none
+    margins: np.ndarray = field(default_factory=lambda: np.empty(0))  # the whole queue's
+    drift: dict[str, Any] | str = ""  # drift's result, or why there is none
 
     @property
     def classes(self) -> list[str]:
@@ -67,7 +89,7 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
     """The deployed version of ``head`` (or ``version``) with its metrics and predictions."""
     model = store.find_model(head, version)
     record = store.model_record(model.model_id)
-    return ReportData(
+    data = ReportData(
         model=model,
         record=record,
         metrics=json.loads(record["metrics_json"]),
@@ -75,6 +97,17 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
         scores=prediction_scores(store, model.model_id),
         versions=store.read_view("model_summary", head=head).sort_values("version"),
     )
+    deployed = store.deployed_model(head)
+    if deployed is None or deployed.model_id != model.model_id:
+        data.queue = data.drift = "shown for the deployed version only"
+        return data
+    try:
+        data.queue = label_queue(store, head=head, n=QUEUE_TOP)
+        data.margins = queue_margins(store, model.model_id)
+    except SqlheadsError as error:  # a version that recorded no labelled keys: say so
+        data.queue = error.message
+    data.drift = drift(store, head=head)
+    return data
 
 
 def histogram_edges() -> np.ndarray:
@@ -108,6 +141,17 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
     for series, metrics in _against_baseline(data).items():
         for metric, value in metrics.items():
             add("baseline", series, metric, value)
+    if len(data.margins):
+        counts, _ = np.histogram(data.margins, bins=edges)
+        for edge, count in zip(edges[:-1], counts, strict=True):
+            add("queue_margin", "unlabelled", f"{edge:.2f}", count)
+    for found in data.drift["sets"] if isinstance(data.drift, dict) else []:
+        for signal in (*DRIFT_SIGNALS, "drifted"):
+            if found[signal] is not None:
+                add("drift", found["set"], signal, float(found[signal]))
+        for name, shares in found["class_shares"].items():
+            add("drift_shares", found["set"], name, shares["predicted"])
+            add("drift_shares", "training", name, shares["training"])
     return rows
 
 
@@ -185,6 +229,8 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
         "loss_curve": _loss,
         "versions": _versions,
         "baseline": _baseline,
+        "queue_margin": _queue_margins,
+        "drift_shares": _drift_shares,
     }
     files = {}
     for name in FIGURES:
@@ -380,6 +426,41 @@ def _baseline(ax, data: ReportData) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def _queue_margins(ax, data: ReportData) -> None:
+    if not len(data.margins):
+        _note(ax, f"no label queue: {data.queue or 'every row it scored was labelled'}")
+        return
+    ax.hist(data.margins, bins=histogram_edges())
+    ax.set(xlabel="margin (top class probability minus the runner-up's)", ylabel="rows",
+           title=f"Label queue: margins of {len(data.margins):,} unlabelled rows")  # fmt: skip
+
+
+def _drift_shares(ax, data: ReportData) -> None:
+    sets = data.drift["sets"] if isinstance(data.drift, dict) else []
+    if not sets or not sets[0]["class_shares"]:
+        _note(ax, f"no drift figures: {data.drift or 'no unlabelled rows scored'}")
+        return
+    classes = list(sets[0]["class_shares"])
+    groups = [("training", [sets[0]["class_shares"][c]["training"] for c in classes])]
+    for found in sets:
+        shift = found["embedding_shift"]
+        name = f"{found['set']}{' (drifted)' if found['drifted'] else ''}"
+        name += f", shift {shift:.3f}" if shift is not None else ""
+        groups.append((name, [found["class_shares"][c]["predicted"] for c in classes]))
+    width = 0.8 / len(groups)
+    positions = np.arange(len(classes))
+    for offset, (name, shares) in enumerate(groups):
+        ax.bar(positions + (offset - (len(groups) - 1) / 2) * width, shares, width, label=name)
+    ax.set_xticks(positions, classes, rotation=45 if len(classes) > 3 else 0, ha="right")
+    ax.set(ylim=(0, 1.05), ylabel="share of rows", title="Drift: predicted class shares per set")
+    ax.legend(fontsize=7)
+
+
 # ---------------------------------------------------------------------------------------------
 # The page
 
@@ -425,6 +506,8 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "versions": "Comparison with other versions",
         "baseline": "Beside its TF-IDF baseline",
         "students": "Teacher, students, heads and baseline: accuracy against rows/s",
+        "queue_margin": "Label queue: margins",
+        "drift_shares": "Drift: class shares per set",
     }
     figures = "\n".join(
         f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'
@@ -448,6 +531,7 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 <h2>Versions</h2>
 {_table(["version", "deployed", "accuracy", "macro-F1", "rows train", "rows test", "trained"],
         versions)}
+{_loop_sections(data)}
 <p>The numbers behind these plots are in the <code>model_figures</code> table
 (model_id {data.model.model_id}); versions are in the <code>model_summary</code> view.</p>
 </body></html>
@@ -462,3 +546,41 @@ def _table(columns: list[str], rows: list[list[str]], *, header: bool = True) ->
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows
     )
     return f"<table>{head}{body}</table>"
+
+
+def _loop_sections(data: ReportData) -> str:
+    """The label queue's first rows and the drift of each set, as HTML."""
+    if isinstance(data.queue, dict) and data.queue["rows"]:
+        queue = _table(
+            ["#", "item_key", "set", "predicted", "probability", "margin"],
+            [[str(r["queue_rank"]), r["item_key"], r["set"], r["predicted_label"],
+              f"{r['probability']:.3f}", f"{r['margin']:.3f}"] for r in data.queue["rows"]],
+        )  # fmt: skip
+    else:
+        queue = (
+            f"<p>{html.escape(str(data.queue or 'empty: every row it scored was labelled'))}</p>"
+        )
+    sets = data.drift["sets"] if isinstance(data.drift, dict) else []
+
+    def shown(value: Any) -> str:
+        return "not recorded" if value is None else f"{value:.3f}"
+
+    drift_rows = [
+        [r["set"], "yes" if r["drifted"] else "no", f"{r['rows_scored']:,}",
+         f"{r['mean_top_probability']:.3f} / {shown(r['held_out_mean_top_probability'])}",
+         shown(r["top_probability_psi"]), shown(r["largest_share_gap"]),
+         shown(r["embedding_shift"]), "; ".join(r["reasons"])]
+        for r in sets
+    ]  # fmt: skip
+    drifts = (
+        _table(
+            ["set", "drifted", "rows", "top p / held-out", "PSI", "share gap", "shift", "why"],
+            drift_rows,
+        )  # fmt: skip
+        if drift_rows
+        else f"<p>{html.escape(str(data.drift or 'no set scored beyond its labelled rows'))}</p>"
+    )
+    return (
+        f"<h2>Label queue (first {QUEUE_TOP} rows of <code>sqlheads label-queue</code>)</h2>\n"
+        f"{queue}\n<h2>Drift (<code>sqlheads drift</code>)</h2>\n{drifts}"
+    )

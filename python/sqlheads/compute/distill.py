@@ -25,7 +25,7 @@ from sqlheads.compute.columns import (
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
-from sqlheads.engine import baseline, kinds
+from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.progress import Progress
@@ -90,7 +90,7 @@ def distill(
     model = kind.distil(
         train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], fit
     )
-    metrics = _metrics(model, test_inputs, rows, input_data, no_text)
+    metrics = _metrics(model, kind, (train_inputs, test_inputs), rows, input_data, no_text)
     row = version_row(
         kind=kind.name,
         classes=rows.classes,
@@ -271,15 +271,28 @@ def _student_params(kind: kinds.ModelKind, model: Any) -> dict[str, Any]:
     return {"hidden": int(model.weights_["w1"].shape[0])}
 
 
+def _drift_reference(
+    kind: kinds.ModelKind, model: kinds.Scorer, rows: DistillRows, train_inputs, test_inputs
+) -> dict[str, Any]:
+    """What drift compares the student's scored sets with (engine/drift.py): a head student's
+    vectors give the centroid and spread too, a text student's none."""
+    vectors = (train_inputs, test_inputs) if kind.reads == "vector" else ()
+    gold = rows.gold_labels[rows.train][rows.labelled[rows.train]]
+    return drift.reference(rows.classes, gold, model.predict_proba(test_inputs), *vectors)
+
+
 def _metrics(
     model: kinds.Scorer,
-    test_inputs: Any,
+    kind: kinds.ModelKind,
+    inputs: tuple[Any, Any],
     rows: DistillRows,
     input_data: pd.DataFrame,
     no_text: str,
 ) -> dict[str, Any]:
-    """The student's held-out metrics, its baseline's, the teacher's on the same rows, and
-    the export checks the student passed."""
+    """The student's held-out metrics, its baseline's, the teacher's on the same rows, the
+    export checks the student passed, and its drift reference (``inputs``: the student's
+    inputs of the rows distilled on and of the held-out rows)."""
+    train_inputs, test_inputs = inputs
     classes = np.asarray(rows.classes)
     predicted = classes[model.predict_proba(test_inputs).argmax(axis=1)]
     truth = rows.gold_labels[rows.test].astype(str)
@@ -303,4 +316,5 @@ def _metrics(
     for check in EXPORT_CHECKS:
         if getattr(model, f"{check}_", None) is not None:
             metrics[check] = getattr(model, f"{check}_")
+    metrics["drift"] = _drift_reference(kind, model, rows, train_inputs, test_inputs)
     return metrics

@@ -260,7 +260,7 @@ class _TeacherJob:
         graph, parity = teacher.export(train_texts)
         blob = graph.to_bytes()
         metrics |= _fine_tuning_metrics(teacher, parity, self.device, blob)
-        version = self._store_version(teacher, blob, metrics, split)
+        version = self._store_version(teacher, blob, metrics, split, keys.tolist())
         stored = store_soft_labels(
             self.store,
             self.teacher_name,
@@ -326,10 +326,11 @@ class _TeacherJob:
         blob: bytes,
         metrics: dict[str, Any],
         split: tuple[np.ndarray, np.ndarray],
+        labelled_keys: list[str],
     ) -> dict[str, Any]:
         """The teacher as a version of ``<head>_teacher``, written under that head's lock, the
         name heads.write_version takes on SQL Server, so that its version number cannot race
-        another writer's."""
+        another writer's; with the keys it was trained and scored on (``labelled_keys``)."""
         from sqlheads.engine.teacher import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
@@ -363,6 +364,7 @@ class _TeacherJob:
                 pd.Series(row),
                 deployed,
                 {},
+                labelled=labelled_keys,
             )
 
     def student(self, student: str, stage: str) -> dict[str, Any]:

@@ -265,6 +265,18 @@ model_figures = Table(
 )
 
 
+# The keys whose gold labels a version learnt from or was scored on (its training and held-out
+# rows), in the set it was trained on: the label queue and drift leave them out, as rows a
+# person has labelled already. Versions trained before revision 0007 have none recorded.
+labelled_keys = Table(
+    "labelled_keys",
+    metadata,
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    PrimaryKeyConstraint("model_id", "item_key"),
+)
+
+
 # Work for the sidecar (teacher fine-tuning, GPU embedding): requested by analysts, claimed by
 # sidecars. The table is ``job_queue``; ``jobs`` is the view analysts read (SSMS, BI tools).
 JOB_KINDS = ("teacher", "embed")
@@ -332,7 +344,7 @@ job_inputs = Table(
 )
 
 
-def _current_deployments():
+def current_deployments():
     """The newest deployment row of each head."""
     newest = (
         select(deployments.c.head, func.max(deployments.c.deployment_id).label("deployment_id"))
@@ -410,7 +422,7 @@ def latest_predictions_select():
 
 def model_summary_select():
     """Every version of every head with its metrics and whether it is deployed."""
-    current = _current_deployments()
+    current = current_deployments()
     return (
         select(
             models.c.head,

@@ -130,6 +130,7 @@ def distill(
         deployed,
         {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
         frame["text"].tolist() if "text" in frame.columns else None,
+        labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {
         "teacher": soft.name,
