@@ -87,14 +87,9 @@ def distill(
         teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
         recipe=recipe, test_fraction=test_fraction, progress=teacher_progress,
     )  # fmt: skip
-    if teacher_head is None:
-        soft, taught = _stored_teaching(
-            store, embedding_set, head, soft_labels, teacher, transfer_rows, teaching
-        )
-    else:
-        soft, taught = _head_teaching(
-            store, embedding_set, soft_labels, teacher, teacher_head, teaching
-        )
+    soft, taught = _teaching(
+        store, embedding_set, head, soft_labels, teacher, teacher_head, transfer_rows, teaching
+    )
     frame = _gold_beside_soft(labelled, soft)
     arguments, known, no_text = _student_input(
         store, embedding_set, set_encoder, kind, frame, texts
@@ -144,17 +139,22 @@ def distill(
 Teaching = Callable[..., teach.Taught]  # teach.taught_rows with the student's rows bound
 
 
-def _stored_teaching(
+def _teaching(
     store: Store,
     embedding_set: EmbeddingSet,
     head: str,
     soft_labels: str | None,
     teacher: str | None,
+    teacher_head: str | None,
     transfer_rows: int | None,
     teaching: Teaching,
 ) -> tuple[SoftLabels, teach.Taught | None]:
-    """Soft labels from a caller's query or a stored teacher; with ``transfer_rows``, a stored
-    teacher's fine-tuned version (a sidecar's) gives the transfer rows it scored and cached."""
+    """The soft labels, and what a teaching version made: a head's deployed one
+    (``teacher_head``), else soft labels from a caller's query or a stored teacher, with, given
+    ``transfer_rows``, the transfer rows a stored teacher's fine-tuned version (a sidecar's)
+    scored and cached."""
+    if teacher_head is not None:
+        return _head_teaching(store, embedding_set, soft_labels, teacher, teacher_head, teaching)
     soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
     fine_tuned = None if soft.stored is None else soft.stored.model_id
     if not transfer_rows or fine_tuned is None:
