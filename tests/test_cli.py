@@ -185,9 +185,12 @@ def test_progress_lines_go_to_stderr_when_it_is_not_a_terminal(embedded):
 def test_embed_names_the_encoder_export_as_a_stage(store):
     pd.DataFrame({"item_key": ["a"], "text": ["Fine."]}).to_sql("notes", store.engine, index=False)
     stages: list[str] = []
-    host.embed(
-        store, set_name="notes", source="SELECT item_key, text FROM notes", stage=stages.append
-    )
+
+    def heard(done: int, total: int | None, stage: str | None) -> None:
+        if stage is not None:
+            stages.append(stage)
+
+    host.embed(store, set_name="notes", source="SELECT item_key, text FROM notes", progress=heard)
     assert stages == ["exporting the encoder to ONNX (first use only)", "embedding notes"]
 
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, InvalidParameterError
 
 DEFAULT_MAX_LENGTH = 256
@@ -265,7 +266,7 @@ class OnnxEncoder:
         long_text: str = "window",
         batch_size: int = 32,
         batch_tokens: int | None = CPU_BATCH_TOKENS,
-        on_batch: Callable[[int], None] | None = None,
+        progress: Progress | None = None,
     ) -> Encoded:
         """L2-normalised vectors, one row per text.
 
@@ -273,8 +274,8 @@ class OnnxEncoder:
         windows and averages their vectors weighted by tokens; ``"truncate"`` keeps the first
         window. Windows of all texts are sorted by length and batched together; a batch holds
         at most ``batch_size`` windows and, unless ``batch_tokens`` is None, at most that many
-        padded tokens, so long windows go in smaller batches. ``on_batch`` is called with the
-        number of windows done after each batch.
+        padded tokens, so long windows go in smaller batches. ``progress`` hears of the windows
+        embedded after each batch: ``(windows done, windows)``.
         """
 
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -288,7 +289,7 @@ class OnnxEncoder:
             long_text=long_text,
             batch_size=batch_size,
             batch_tokens=batch_tokens,
-            on_batch=on_batch,
+            progress=progress,
         )
 
 
@@ -301,7 +302,7 @@ def encode_windows(
     long_text: str,
     batch_size: int,
     batch_tokens: int | None,
-    on_batch: Callable[[int], None] | None,
+    progress: Progress | None,
     windows: list[list[list[int]]] | None = None,
 ) -> Encoded:
     """Windows, length-sorted batches and token-weighted pooling around ``run``.
@@ -332,7 +333,7 @@ def encode_windows(
     order = np.argsort(lengths, kind="stable")
     # Outputs are read back after the last batch, not after each: a GPU's results (see
     # torch_encoder) then copy to the host once, and the device never waits for the host.
-    pending = []
+    pending, done = [], 0
     for chunk in length_batches(order, lengths, batch_size, batch_tokens):
         ids, mask = tokenizer.pad([flat[i] for i in chunk])
         out = run(ids, mask)
@@ -342,8 +343,9 @@ def encode_windows(
                 f"with {dim}: register it again"
             )
         pending.append((chunk, out))
-        if on_batch is not None:
-            on_batch(len(chunk))
+        done += len(chunk)
+        if progress is not None:
+            progress(done, len(flat), None)
     for chunk, out in pending:
         window_vectors[chunk] = np.asarray(out)
     weights = lengths.astype(np.float32)

@@ -11,11 +11,12 @@ so a fitted head serialises to a small ``.npz`` blob and scores anywhere.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import (
     DimensionMismatchError,
     InvalidParameterError,
@@ -171,9 +172,9 @@ class HeadClassifier:
         return int(self.weights_["w1"].shape[1])
 
     def fit(
-        self, X: np.ndarray, y: Sequence[str], on_epoch: Callable[[int], None] | None = None
+        self, X: np.ndarray, y: Sequence[str], progress: Progress | None = None
     ) -> HeadClassifier:
-        """Train; ``on_epoch(epochs)`` is called after each epoch (for progress lines)."""
+        """Train; ``progress`` hears of each epoch: ``(epochs done, epochs at most)``."""
         import torch
 
         # A tiny MLP's matrices are too small to share out: one thread measured 13x faster
@@ -181,13 +182,11 @@ class HeadClassifier:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            return self._fit(X, y, on_epoch)
+            return self._fit(X, y, progress)
         finally:
             torch.set_num_threads(threads)
 
-    def _fit(
-        self, X: np.ndarray, y: Sequence[str], on_epoch: Callable[[int], None] | None
-    ) -> HeadClassifier:
+    def _fit(self, X: np.ndarray, y: Sequence[str], progress: Progress | None) -> HeadClassifier:
         import torch
 
         X = np.asarray(X, dtype=np.float32)
@@ -251,8 +250,8 @@ class HeadClassifier:
                     schedule.step()
                 epoch_loss += loss.detach() * len(batch)
             self.loss_curve_.append(epoch_loss.item() / len(fit_rows))
-            if on_epoch is not None:
-                on_epoch(p.epochs)
+            if progress is not None:
+                progress(epoch + 1, p.epochs, None)
             if not held_back:
                 continue
             model.eval()
