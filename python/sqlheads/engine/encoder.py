@@ -149,6 +149,10 @@ class Tokenizer:
             )
         return result
 
+    def frame(self, body: Sequence[int]) -> list[int]:
+        """Token ids framed as a text's are: ``[CLS] body [SEP]`` (BERT), ``<s> body </s>``."""
+        return self._prefix + list(body) + self._suffix
+
     @property
     def pad_id(self) -> int:
         return int(self._pad_id)
