@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import tempfile
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,7 +23,9 @@ if OWN_CACHE:
     os.environ["SQLHEADS_CACHE"] = OWN_CACHE
 
 from sqlheads import datasets, host  # noqa: E402
+from sqlheads.engine import kinds  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
+from sqlheads.store.vectors import unpack_rows  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,12 +44,59 @@ def store(tmp_path) -> Store:
     return store
 
 
+def _copy(template: Path, target: Path) -> Store:
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
+        source.backup(copy)  # the WAL's pages too, unlike a file copy
+    return Store.from_url(f"sqlite:///{target}")
+
+
 @pytest.fixture
-def embedded(store: Store, rt_sample: pd.DataFrame) -> Store:
-    """The sample embedded into set 'reviews' with the default encoder."""
+def copy_database(tmp_path) -> Callable[..., Store]:
+    """A copy of a template SQLite file as the test's own ``heads.db`` (or ``name``): what is
+    expensive to build (embedding, training) is built once, and each test changes only its own
+    copy."""
+    return lambda template, name="heads.db": _copy(template, tmp_path / name)
+
+
+@pytest.fixture(scope="session")
+def embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
+    """The sample in table 'reviews', embedded into set 'reviews' with the default encoder."""
+    path = tmp_path_factory.mktemp("embedded") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
     rt_sample.to_sql("reviews", store.engine, index=False)
     host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    return store
+    store.engine.dispose()
+    return path
+
+
+@pytest.fixture
+def embedded(embedded_template: Path, copy_database) -> Store:
+    """The sample embedded into set 'reviews' with the default encoder (a copy of its own)."""
+    return copy_database(embedded_template)
+
+
+@pytest.fixture(scope="session")
+def taught_template(tmp_path_factory, embedded_template: Path, rt_sample: pd.DataFrame) -> Path:
+    """The embedded sample, and a small real teacher's logits for every row in a user table
+    ``teacher_logits(item_key, negative, positive)``, as an analyst would store a teacher's
+    output: the log-probabilities of head ``teacher_head`` (version 1, not deployed), trained
+    on the sample's gold labels."""
+    path = tmp_path_factory.mktemp("taught") / "heads.db"
+    store = _copy(embedded_template, path)
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(store, head="teacher_head", set_name="reviews", labels=labels, deploy="never")
+    head = kinds.model_kind("head").load(
+        store.model_blob(store.find_model("teacher_head", 1).model_id)
+    )
+    keys = rt_sample["item_key"].tolist()
+    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
+    logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
+    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
+        "teacher_logits", store.engine, index=False
+    )
+    store.engine.dispose()
+    return path
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -5,54 +5,26 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from sqlalchemy import text
 
 from sqlheads import host
-from sqlheads.engine import kinds
 from sqlheads.engine.baseline import MAX_FEATURES, fit_baseline
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.store.repository import Store
-from sqlheads.store.vectors import unpack_rows
 
 LABELS = "SELECT item_key, label FROM reviews"
 SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory, rt_sample) -> Path:
-    """The sample embedded into set 'reviews' with its source query, and a small real teacher's
-    logits (a head on the sample's vectors) in a user table; built once, copied per test."""
-    path = tmp_path_factory.mktemp("baseline") / "heads.db"
-    store = Store.from_url(f"sqlite:///{path}")
-    host.init(store)
-    rt_sample.to_sql("reviews", store.engine, index=False)
-    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    host.train(store, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
-    teacher = kinds.model_kind("head").load(
-        store.model_blob(store.find_model("teacher_head", 1).model_id)
-    )
-    keys = rt_sample["item_key"].tolist()
-    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
-    logits = np.log(teacher.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
-    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
-        "teacher_logits", store.engine, index=False
-    )
-    store.engine.dispose()
-    return path
-
-
 @pytest.fixture
-def store(template: Path, tmp_path) -> Store:
-    copy = tmp_path / "heads.db"
-    with sqlite3.connect(template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+def store(taught_template: Path, copy_database) -> Store:
+    """The sample embedded into set 'reviews' with its source query, and a small real teacher's
+    logits in a user table (tests/conftest.py)."""
+    return copy_database(taught_template)
 
 
 def test_train_fits_the_baseline_on_its_own_rows_and_stores_it(store: Store, rt_sample):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -36,41 +35,17 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
-from sqlheads.store.vectors import unpack_rows
 
 LABELS = "SELECT item_key, label FROM reviews"
 SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
 FAST = {"epochs": 2}
 
 
-@pytest.fixture(scope="module")
-def taught_template(tmp_path_factory, rt_sample) -> Path:
-    """The sample embedded into set 'reviews', with a teacher's logits for every row in a user
-    table, as an analyst would store a teacher's output; built once, copied per test."""
-    path = tmp_path_factory.mktemp("taught") / "heads.db"
-    store = Store.from_url(f"sqlite:///{path}")
-    host.init(store)
-    rt_sample.to_sql("reviews", store.engine, index=False)
-    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    host.train(store, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
-    model = store.find_model("teacher_head", 1)
-    head = kinds.model_kind("head").load(store.model_blob(model.model_id))
-    keys = rt_sample["item_key"].tolist()
-    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
-    logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
-    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
-        "teacher_logits", store.engine, index=False
-    )
-    store.engine.dispose()
-    return path
-
-
 @pytest.fixture
-def taught(taught_template: Path, tmp_path) -> Store:
-    copy = tmp_path / "heads.db"
-    with sqlite3.connect(taught_template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+def taught(taught_template: Path, copy_database) -> Store:
+    """The sample embedded into set 'reviews', with a teacher's logits for every row in a user
+    table (tests/conftest.py)."""
+    return copy_database(taught_template)
 
 
 def _count(store: Store, table) -> int:
