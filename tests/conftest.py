@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import closing
@@ -97,6 +100,27 @@ def taught_template(tmp_path_factory, embedded_template: Path, rt_sample: pd.Dat
     )
     store.engine.dispose()
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> tuple[dict, Path]:
+    """The one full run of ``sqlheads --json demo`` in the suite, as a new user runs it (8,530
+    reviews embedded, a head trained, every row scored): its JSON and its file. Tests that
+    re-run the demo do it on a copy of this file."""
+    folder = tmp_path_factory.mktemp("demo")
+    completed = subprocess.run(
+        [sys.executable, "-m", "sqlheads.cli", "--json", "demo"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr
+    database = folder / "sqlheads-demo.db"
+    with closing(sqlite3.connect(database)) as c:  # all in the file itself, to be copied
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return json.loads(completed.stdout), database
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

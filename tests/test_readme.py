@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,8 +83,12 @@ def _why_not(block: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def readme_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("readme")
+def readme_dir(tmp_path_factory, demo_run) -> Path:
+    """A fresh directory but for the demo's file from the suite's one full demo run
+    (tests/conftest.py): the README's demo blocks re-run it in place, as a user's second run."""
+    folder = tmp_path_factory.mktemp("readme")
+    shutil.copyfile(demo_run[1], folder / "sqlheads-demo.db")
+    return folder
 
 
 @pytest.mark.parametrize(("line", "block"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
