@@ -27,6 +27,7 @@ if OWN_CACHE:
 
 from sqlheads import datasets, host  # noqa: E402
 from sqlheads.engine import kinds  # noqa: E402
+from sqlheads.engine.distillation import DistillParams  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
 from sqlheads.store.vectors import unpack_rows  # noqa: E402
 
@@ -51,6 +52,13 @@ def _copy(template: Path, target: Path) -> Store:
     with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
         source.backup(copy)  # the WAL's pages too, unlike a file copy
     return Store.from_url(f"sqlite:///{target}")
+
+
+@pytest.fixture(scope="session")
+def copy_sqlite() -> Callable[[Path, Path], Store]:
+    """``copy_sqlite(template, target)``: the template's copy at ``target``, opened (for fixtures
+    of any scope; tests take ``copy_database``)."""
+    return _copy
 
 
 @pytest.fixture
@@ -100,6 +108,40 @@ def taught_template(tmp_path_factory, embedded_template: Path, rt_sample: pd.Dat
     )
     store.engine.dispose()
     return path
+
+
+@pytest.fixture(scope="session")
+def taught_tiny(rt_sample: pd.DataFrame) -> pd.DataFrame:
+    """40 reviews, 20 of each class, and a confident teacher's logits for each, a tenth of
+    them wrong: columns item_key, text, label, split, negative, positive."""
+    rows = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    positive = (rows["label"] == "positive").to_numpy(copy=True)
+    positive[::10] = ~positive[::10]
+    rows["negative"] = np.where(positive, -1.5, 1.5)
+    rows["positive"] = -rows["negative"]
+    return rows
+
+
+@pytest.fixture(scope="session")
+def encoder_student(taught_tiny: pd.DataFrame):
+    """An encoder student distilled from those logits through the kinds registry, as
+    ``distill --student encoder`` fits one: MiniLM, 3 CPU steps of 8 rows of 32 tokens, then its
+    checked fp32 export and int8 graph. Fitted once: test_kinds and test_encoder_student read it."""
+    kind = kinds.KINDS["encoder_student"]
+    options = kinds.StudentOptions(
+        distill=kind.distill_params(DistillParams(epochs=1)).validate(),
+        batch_size=8,
+        max_length=32,
+        max_steps=3,
+        device="cpu",
+    )
+    return kind.distil(
+        taught_tiny["text"].tolist(),
+        ["negative", "positive"],
+        taught_tiny[["negative", "positive"]].to_numpy(np.float32),
+        (taught_tiny["label"] == "positive").astype(int).to_numpy(),
+        options,
+    )
 
 
 @pytest.fixture(scope="session")
