@@ -367,13 +367,13 @@ def _cli(url: str, *args: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def teacher_job(tmp_path_factory, tiny_template: Path) -> TeacherJob:
+def teacher_job(tmp_path_factory, tiny_template: Path, copy_sqlite) -> TeacherJob:
     """Requested as an analyst does (`sqlheads request-teacher`: MiniLM, 3 steps, both
     students), then run by ``run_teacher`` with the parameters the queue stored and the device
     a CPU sidecar resolves, as the sidecar's worker calls it; its progress calls recorded."""
     folder = tmp_path_factory.mktemp("teacher_job")
     database = folder / "heads.db"
-    shutil.copyfile(tiny_template, database)
+    copy_sqlite(tiny_template, database).engine.dispose()
     url = f"sqlite:///{database}"
     requested = _cli(
         url, "request-teacher", "--head", "sent", "--set", "reviews", "--labels", LABELS,
