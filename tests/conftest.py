@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import func, select
 
 # Weights come from site-packages; the hub is unreachable. A fresh cache per test session
 # exercises the first-use export path, as a new user would; it holds gigabytes of exports by
@@ -128,19 +129,16 @@ def encoder_student(taught_tiny: pd.DataFrame):
     ``distill --student encoder`` fits one: MiniLM, 3 CPU steps of 8 rows of 32 tokens, then its
     checked fp32 export and int8 graph. Fitted once: test_kinds and test_encoder_student read it."""
     kind = kinds.KINDS["encoder_student"]
-    options = kinds.StudentOptions(
-        distill=kind.distill_params(DistillParams(epochs=1)).validate(),
-        batch_size=8,
-        max_length=32,
-        max_steps=3,
-        device="cpu",
-    )
+    params = kinds.StudentParams(
+        student=kind.student, max_length=32, max_steps=3, device="cpu"
+    ).validate()
+    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8)).validate()
     return kind.distil(
         taught_tiny["text"].tolist(),
         ["negative", "positive"],
         taught_tiny[["negative", "positive"]].to_numpy(np.float32),
         (taught_tiny["label"] == "positive").astype(int).to_numpy(),
-        options,
+        kinds.StudentFit(params, distill),
     )
 
 
@@ -163,6 +161,11 @@ def demo_run(tmp_path_factory) -> tuple[dict, Path]:
     with closing(sqlite3.connect(database)) as c:  # all in the file itself, to be copied
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return json.loads(completed.stdout), database
+
+
+def count_rows(store: Store, table) -> int:
+    with store.engine.connect() as c:
+        return int(c.execute(select(func.count()).select_from(table)).scalar_one())
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

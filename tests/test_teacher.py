@@ -56,6 +56,7 @@ from sqlheads.store import schema
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
 from sqlheads.store.soft_labels import find_teacher, read_soft_labels, store_soft_labels
+from sqlheads.verbs.teach import held_out_keys
 
 MINILM = "all-MiniLM-L6-v2"
 LABELS = "SELECT item_key, label FROM reviews"
@@ -96,7 +97,7 @@ rows = datasets.rotten_tomatoes().sample(48, random_state=0)
 params = TeacherParams(**{params})
 TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1]).fit(
     rows.text.tolist(), rows.label.astype(str).tolist(),
-    on_step=lambda done, total: time.sleep(2),  # time for the test to kill it mid-run
+    progress=lambda done, total, stage: time.sleep(2),  # time to kill it mid-run
 )
 """
 
@@ -369,8 +370,9 @@ def _cli(url: str, *args: str) -> dict:
 @pytest.fixture(scope="module")
 def teacher_job(tmp_path_factory, tiny_template: Path, copy_sqlite) -> TeacherJob:
     """Requested as an analyst does (`sqlheads request-teacher`: MiniLM, 3 steps, both
-    students), then run by ``run_teacher`` with the parameters the queue stored and the device
-    a CPU sidecar resolves, as the sidecar's worker calls it; its progress calls recorded."""
+    students, 30 transfer rows), then run by ``run_teacher`` with the parameters the queue
+    stored and the device a CPU sidecar resolves, as the sidecar's worker calls it; its
+    progress calls recorded."""
     folder = tmp_path_factory.mktemp("teacher_job")
     database = folder / "heads.db"
     copy_sqlite(tiny_template, database).engine.dispose()
@@ -379,7 +381,7 @@ def teacher_job(tmp_path_factory, tiny_template: Path, copy_sqlite) -> TeacherJo
         url, "request-teacher", "--head", "sent", "--set", "reviews", "--labels", LABELS,
         "--model", MINILM, "--student", "encoder", "--student", "word",
         "--max-steps", "3", "--max-length", "32", "--batch-size", "8", "--epochs", "1",
-        "--deploy", "always",
+        "--deploy", "always", "--transfer-rows", "30",
     )  # fmt: skip
     store = Store.from_url(url)
     job = JobQueue(store).get(requested["job_id"])
@@ -422,6 +424,19 @@ def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
     assert teacher["rows_train"] == len(tiny) - int(test_rows.sum())
     assert summary["students"]["encoder"]["rows_test"] == teacher["rows_test"]
     assert teacher["metrics"]["steps"] == 3 and teacher["metrics"]["parity_max_abs_diff"] < 1e-3
+
+    # The teacher scored the transfer rows where it ran; both students read them from the
+    # cache, and none of them was made from a held-out row.
+    assert teacher["transfer_rows"] == 30
+    for student in summary["students"].values():
+        assert student["teacher_rows_scored"]["transfer_rows_scored"] == 0
+        assert student["teacher_rows_scored"]["transfer_rows_cached"] == 30
+        assert student["rows_train"] == teacher["rows_train"] + 30
+    with store.engine.connect() as c:
+        origins = set(c.execute(select(schema.transfer_rows.c.origin_key)).scalars())
+    held_out = held_out_keys(tiny[["item_key", "label"]], 0.2, 0)
+    assert held_out == set(keys[test_rows])
+    assert origins and origins <= set(keys) - held_out
 
     # Soft labels for every row of the source, under a teachers row naming the version.
     with store.engine.connect() as c:

@@ -25,13 +25,15 @@ class SqlheadsError(Exception):
 
 
 class NotFoundError(SqlheadsError):
-    """A set, head, version or encoder that does not exist."""
+    """A set, head, version or encoder that does not exist; a head with no deployed version; a
+    deployed version that recorded no labelled keys (``label-queue``: trained before 0007)."""
 
     number = 50001
 
 
 class InvalidNameError(SqlheadsError):
-    """A set, head or encoder name outside the allowed form."""
+    """A set, head, encoder or labelling table (``label-queue --into``) name outside the
+    allowed form."""
 
     number = 50002
 
@@ -80,7 +82,8 @@ class EncoderNotCachedError(SqlheadsError):
 
 
 class ExportParityError(SqlheadsError):
-    """An ONNX export whose output differs from PyTorch's."""
+    """An ONNX export whose output differs from PyTorch's, or an int8 graph so far from fp32
+    that it is broken rather than lossy."""
 
     number = 50010
 
@@ -104,7 +107,8 @@ class NotInitialisedError(SqlheadsError):
 
 
 class InUseError(SqlheadsError):
-    """An object that other objects still use (a set with heads trained on it)."""
+    """An object that other objects still use (a set with heads trained on it), or a table
+    ``label-queue --into`` would overwrite without ``--replace``."""
 
     number = 50015
 
@@ -151,6 +155,18 @@ class MissingTextError(SqlheadsError):
     number = 50024
 
 
+class TeacherNotDeployedError(SqlheadsError):
+    """A teacher head that exists but has no deployed version to teach with."""
+
+    number = 50027
+
+
+class TeacherDroppedError(SqlheadsError):
+    """A teacher head dropped (or its taught version deleted) while a student was distilled."""
+
+    number = 50028
+
+
 class UnsupportedDatabaseError(SqlheadsError):
     """A database URL whose dialect sqlheads does not run on, or whose driver is missing."""
 
@@ -182,7 +198,8 @@ class UnsupportedEncoderError(SqlheadsError):
 
 
 class QuantizationError(SqlheadsError):
-    """An int8 export whose graph has no int8 MatMul: it would be stored as what it is not."""
+    """An int8 export whose graph is not the int8 graph chosen for the model (no int8 MatMul,
+    or other MatMuls left float): it would be stored as what it is not."""
 
     number = 50044
 
@@ -302,6 +319,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    TeacherNotDeployedError,
+    TeacherDroppedError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
     EncoderNotInstalledError,

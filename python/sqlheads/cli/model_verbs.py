@@ -14,7 +14,9 @@ from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, student_kind
+from sqlheads.engine.kinds import DEFAULT_STUDENT, StudentParams
+from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -60,6 +62,16 @@ def train(
     ] = None,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
+    head_params = HeadParams(
+        recipe=recipe,
+        hidden=hidden,
+        epochs=epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        batch_size=batch_size,
+        dropout=dropout,
+        seed=seed,
+    )
 
     def action() -> dict[str, Any]:
         with showing_progress(f"training {head}", unit="epochs") as progress:
@@ -73,18 +85,49 @@ def train(
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
                 source=source,
-                recipe=recipe,
-                hidden=hidden,
-                epochs=epochs,
-                lr=lr,
-                weight_decay=weight_decay,
-                batch_size=batch_size,
-                dropout=dropout,
+                params=head_params,
                 test_fraction=test_fraction,
-                seed=seed,
             )
 
     run(action, "train")
+
+
+def _teacher_progress(progress: Any, teacher_head: str | None) -> Any:
+    """A second bar (or line) for the rows a teacher head scores, under the student's."""
+    if progress is None or teacher_head is None:
+        return None
+    return progress.task(f"teacher {teacher_head} scoring", "rows")
+
+
+TeacherHeadOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A head whose deployed version scores the rows and the transfer rows (e.g. a "
+        "frozen all-mpnet-base-v2 head: no GPU needed)."
+    ),
+]
+TransferRowsOption = Annotated[
+    int | None,
+    typer.Option(
+        help=f"With --teacher-head: transfer rows the teacher labels ({DEFAULT_ROWS:,}; "
+        "cached for the next student)."
+    ),
+]
+ArchOption = Annotated[
+    str | None,
+    typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
+]
+StudentModelOption = Annotated[
+    str | None,
+    typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+]
+MaxLengthOption = Annotated[
+    int | None, typer.Option(help="Encoder student: tokens per text (128).")
+]
+MaxStepsOption = Annotated[
+    int | None, typer.Option(help="Encoder student: stop after this many steps.")
+]
+DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
 
 
 @app.command()
@@ -108,6 +151,9 @@ def distill(
         str | None,
         typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
     ] = None,
+    teacher_head: TeacherHeadOption = None,
+    transfer_rows: TransferRowsOption = None,
+    arch: ArchOption = None,
     source: Annotated[
         str | None,
         typer.Option(
@@ -135,52 +181,50 @@ def distill(
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
-    student_model: Annotated[
-        str | None,
-        typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
-    ] = None,
-    max_length: Annotated[
-        int | None, typer.Option(help="Encoder student: tokens per text (128).")
-    ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option(help="Encoder student: stop after this many steps.")
-    ] = None,
-    device: Annotated[
-        str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")
-    ] = "auto",
+    student_model: StudentModelOption = None,
+    max_length: MaxLengthOption = None,
+    max_steps: MaxStepsOption = None,
+    device: DeviceOption = "auto",
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
+    student_params = StudentParams(
+        student=student,
+        arch=arch,
+        student_model=student_model,
+        max_length=max_length,
+        max_steps=max_steps,
+        device=device,
+    )
+    distill_params = DistillParams(
+        temperature=temperature,
+        gold_weight=gold_weight,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+    )
 
     def action() -> dict[str, Any]:
-        unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
+        unit = student_params.kind.progress_unit  # an unknown student: its 50022 here
         with showing_progress(f"distilling {head}", unit=unit) as progress:
-            return distill_with(progress)
-
-    def distill_with(progress: Any) -> dict[str, Any]:
-        return host.distill(
-            open_store(),
-            progress=progress,
-            head=head,
-            set_name=set_name,
-            labels=labels,
-            student=student,
-            soft_labels=soft_labels,
-            teacher=teacher,
-            source=source,
-            transfer=transfer,
-            deploy=deploy,
-            temperature=temperature,
-            gold_weight=gold_weight,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
-            test_fraction=test_fraction,
-            seed=seed,
-            student_model=student_model,
-            max_length=max_length,
-            max_steps=max_steps,
-            device=device,
-        )
+            return host.distill(
+                open_store(),
+                progress=progress,
+                teacher_progress=_teacher_progress(progress, teacher_head),
+                head=head,
+                set_name=set_name,
+                labels=labels,
+                student_params=student_params,
+                params=distill_params,
+                soft_labels=soft_labels,
+                teacher=teacher,
+                teacher_head=teacher_head,
+                transfer_rows=transfer_rows,
+                source=source,
+                transfer=transfer,
+                test_fraction=test_fraction,
+                deploy=deploy,
+            )
 
     run(action, "distill")
 

@@ -26,16 +26,19 @@ from sqlheads import settings
 from sqlheads.compute.columns import no_labelled_rows
 from sqlheads.compute.versions import version_row
 from sqlheads.engine import kinds
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.progress import Progress
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
     QueryShapeError,
     UnknownKindError,
 )
-from sqlheads.sidecar.progress import JobProgress
 from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 from sqlheads.store.vectors import pack_rows
+from sqlheads.verbs import teach
 from sqlheads.verbs.distill import distill
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
 from sqlheads.verbs.rows import RowSource
@@ -54,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     "student_model": "all-MiniLM-L6-v2",
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
+    # rows the teacher labels beyond the set's own for its text students, scored here on the
+    # GPU and cached for them (sqlheads.engine.transfer)
+    "transfer_rows": DEFAULT_ROWS,
 }
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
 STAGES = "stages.json"
@@ -99,6 +105,11 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParameterError(
                 f"{name}={request[name]!r} is not a catalogue model name or a directory path"
             )
+    rows = request["transfer_rows"]
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= 5_000_000:
+        raise InvalidParameterError(
+            f"transfer_rows={rows!r} must be a whole number of rows from 0 to 5,000,000"
+        )
     if (
         not isinstance(request["test_fraction"], int | float)
         or not 0 < request["test_fraction"] < 1
@@ -128,7 +139,7 @@ def run_teacher(
     set_name: str,
     device,
     work_dir: Path,
-    progress: JobProgress,
+    progress: Progress,
     **parameters: Any,
 ) -> dict[str, Any]:
     """Fine-tune, store the teacher version, its soft labels, then each student; the summary
@@ -194,7 +205,7 @@ class _TeacherJob:
     captured: RowSource  # the labels and texts the request captured
     device: Any
     work_dir: Path
-    progress: JobProgress
+    progress: Progress
     started: float
 
     def labelled_rows(self) -> tuple[pd.DataFrame, dict[str, Any], tuple[np.ndarray, np.ndarray]]:
@@ -238,11 +249,8 @@ class _TeacherJob:
             self.request["model"], knobs, device=self.device, work_dir=self.work_dir / "teacher"
         )
         train_texts = [str(texts[k]) for k in keys[train_rows]]
-        teacher.fit(
-            train_texts,
-            gold[train_rows].tolist(),
-            on_step=lambda done, total: self.progress(done, total, "teacher: fine-tuning"),
-        )
+        self.progress(0, None, "teacher: fine-tuning")
+        teacher.fit(train_texts, gold[train_rows].tolist(), progress=self.progress)
         test_texts = [str(texts[k]) for k in keys[test_rows]]
         self.progress(0, len(test_texts), "teacher: held-out rows")
         predicted = np.asarray(teacher.classes_)[teacher.logits(test_texts).argmax(axis=1)]
@@ -252,7 +260,7 @@ class _TeacherJob:
         graph, parity = teacher.export(train_texts)
         blob = graph.to_bytes()
         metrics |= _fine_tuning_metrics(teacher, parity, self.device, blob)
-        version = self._store_version(teacher, blob, metrics, split)
+        version = self._store_version(teacher, blob, metrics, split, keys.tolist())
         stored = store_soft_labels(
             self.store,
             self.teacher_name,
@@ -265,8 +273,42 @@ class _TeacherJob:
         return version | {
             "teacher": stored.name,
             "soft_labels": len(soft_keys),
+            "transfer_rows": self._transfer_rows(teacher, texts, set(keys[test_rows]), version),
             "metrics": {k: v for k, v in metrics.items() if k != "per_class"},
         }
+
+    def _transfer_rows(
+        self, teacher: Any, texts: dict[str, Any], held_out: set[str], version: dict[str, Any]
+    ) -> int:
+        """Build the text students' transfer rows from the rows they may learn from and have
+        the fine-tuned teacher score them here (on the job's device), into the cache that
+        ``distill`` reads them from; how many there are."""
+        from sqlheads.engine.teaching import Teacher
+        from sqlheads.engine.transfer import TransferRecipe, learnable_rows
+
+        if not self.request["transfer_rows"] or not self.request["students"]:
+            return 0
+        origin, exclude = learnable_rows(texts, held_out)
+        set_encoder = self.store.encoder(self.embedding_set.encoder_id)
+        onnx, tokenizer_json = self.store.encoder_bytes(set_encoder.encoder_id)
+        scoring = teach.TeacherHead(
+            self.teacher_name,
+            self.store.model_by_id(version["model_id"]),
+            list(teacher.classes_),
+            self.store,
+            loaded=Teacher(_Probabilities(teacher), "text"),
+        )
+        self.progress(0, None, "teacher: transfer rows")
+        made = teach.transfer_soft_labels(
+            self.store,
+            scoring,
+            origin,
+            TransferRecipe(rows=self.request["transfer_rows"], seed=self.request["seed"]),
+            (set_encoder.sha256, onnx, tokenizer_json),
+            self.progress,
+            exclude=exclude,
+        )
+        return len(made)
 
     def _soft_labels(self, teacher: Any, texts: dict[str, Any]) -> tuple[list[str], np.ndarray]:
         """The teacher's logits for every row with a text, by key."""
@@ -284,10 +326,11 @@ class _TeacherJob:
         blob: bytes,
         metrics: dict[str, Any],
         split: tuple[np.ndarray, np.ndarray],
+        labelled_keys: list[str],
     ) -> dict[str, Any]:
         """The teacher as a version of ``<head>_teacher``, written under that head's lock, the
         name heads.write_version takes on SQL Server, so that its version number cannot race
-        another writer's."""
+        another writer's; with the keys it was trained and scored on (``labelled_keys``)."""
         from sqlheads.engine.teacher import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
@@ -321,36 +364,50 @@ class _TeacherJob:
                 pd.Series(row),
                 deployed,
                 {},
+                labelled=labelled_keys,
             )
 
     def student(self, student: str, stage: str) -> dict[str, Any]:
         """Distil ``student`` from the stored soft labels, on the captured rows (never the
         caller's queries), as ``sqlheads distill --teacher`` would."""
-        stage = f"{stage}: {student}"
-        self.progress(0, None, stage)
-        extra: dict[str, Any] = {}
+        self.progress(0, None, f"{stage}: {student}")
+        student_params = kinds.StudentParams(student=student)
         if student == "encoder":
-            extra = {
-                "student_model": self.request["student_model"],
-                "max_length": self.request["max_length"],
-                "max_steps": self.request["max_steps"],
-                "device": str(self.device),
-                "work_dir": str(self.work_dir / "encoder_student"),
-            }
+            student_params = kinds.StudentParams(
+                student=student,
+                student_model=self.request["student_model"],
+                max_length=self.request["max_length"],
+                max_steps=self.request["max_steps"],
+                device=str(self.device),
+                work_dir=str(self.work_dir / "encoder_student"),
+            )
         return distill(
             self.store,
             head=self.head,
             set_name=self.embedding_set.name,
             labels=self.captured,
-            student=student,
+            student_params=student_params,
+            params=DistillParams(seed=self.request["seed"]),
             teacher=self.teacher_name,
+            transfer_rows=self.request["transfer_rows"],  # the ones scored above, cached
             source=self.captured,
-            deploy=self.request["deploy"],
-            seed=self.request["seed"],
             test_fraction=self.request["test_fraction"],
-            on_progress=lambda steps, total: self.progress(steps, total, stage),
-            **extra,
+            deploy=self.request["deploy"],
+            progress=self.progress,
         )
+
+
+class _Probabilities:
+    """The fine-tuned teacher in memory (on its device) as a :class:`Teacher` scores text."""
+
+    def __init__(self, teacher: Any) -> None:
+        self.teacher = teacher
+        self.classes_ = list(teacher.classes_)
+
+    def predict_proba(self, texts: Any) -> np.ndarray:
+        from sqlheads.engine.text_classifier import softmax
+
+        return softmax(self.teacher.logits(list(texts)))
 
 
 def _fine_tuning_metrics(teacher: Any, parity: float, device: Any, blob: bytes) -> dict[str, Any]:

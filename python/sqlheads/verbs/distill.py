@@ -8,24 +8,29 @@ that came from a caller's query are stored under the teacher's name.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.distill import distill as distill_rows
-from sqlheads.engine.kinds import DEFAULT_STUDENT, ModelKind, student_kind
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.kinds import ModelKind, StudentParams
+from sqlheads.engine.progress import Progress
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Store, validate_name
-from sqlheads.verbs import baselines
-from sqlheads.verbs.locks import holding
-from sqlheads.verbs.progress import Progress, increments
+from sqlheads.store.soft_labels import find_teacher
+from sqlheads.verbs import baselines, teach
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
 from sqlheads.verbs.rows import RowSource, text_source
 from sqlheads.verbs.soft_labels import (
     SoftLabels,
     refuse_foreign_keys,
+    refuse_foreign_teacher,
     soft_labels_for,
     stored_teacher,
 )
@@ -39,16 +44,22 @@ def distill(
     head: str,
     set_name: str,
     labels: str | RowSource,
-    student: str = DEFAULT_STUDENT,
+    student_params: StudentParams,
+    params: DistillParams,
     soft_labels: str | None = None,
     teacher: str | None = None,
+    teacher_head: str | None = None,
+    transfer_rows: int | None = None,
     source: str | RowSource | None = None,
     transfer: str | None = None,
+    test_fraction: float = settings.TEST_FRACTION,
     deploy: str = settings.DEFAULT_DEPLOY,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
-    **distill_params: Any,
+    teacher_progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
+    """Distil a teacher's soft labels into a new version of ``head``: the student
+    ``student_params`` names, learning as ``params`` says.
 
     Soft labels come from ``soft_labels`` (a SELECT returning ``item_key`` and one column per
     class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
@@ -57,36 +68,52 @@ def distill(
     returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows its
     request captured (``labels`` and ``source`` as a :class:`~sqlheads.verbs.rows.RowSource`
     of the job) and so runs no caller's query. ``progress`` hears of the student's run in its
-    kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations); a caller that
-    counts in totals passes ``on_progress`` instead.
+    kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations). ``teacher_head``:
+    a head's deployed version scores the rows and ``transfer_rows`` transfer rows instead (a
+    stored teacher's fine-tuned version's cached ones with ``teacher``), ``teacher_progress``
+    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`).
     """
     started = time.perf_counter()
     validate_name("head", head)
-    kind = student_kind(student)
+    student_params, params = student_params.validate(), params.validate()
+    kind = student_params.kind
+    # Refused now, before a teacher scores a row; a head student reads no transfer rows.
+    recipe = teach.recipe(transfer_rows if kind.reads == "text" else 0, params.seed)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = RowSource.of(store, labels).labels()
-    soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
-    frame = _gold_beside_soft(labelled, soft)
     texts = RowSource.optional(store, source)
+    teaching = functools.partial(
+        teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
+        recipe=recipe, test_fraction=test_fraction, progress=teacher_progress,
+    )  # fmt: skip
+    soft, taught = _teaching(
+        store, embedding_set, head, soft_labels, teacher, teacher_head, transfer_rows, teaching
+    )
+    frame = _gold_beside_soft(labelled, soft)
     arguments, known, no_text = _student_input(
         store, embedding_set, set_encoder, kind, frame, texts
     )
     refuse_foreign_keys(store, embedding_set, soft, known)
     if transfer is not None:
         frame["in_transfer"] = _in_transfer(store, frame, transfer)
+    if taught is not None:
+        frame = taught.with_transfer_rows(frame)
     deployed = store.deployed_model(head)
     result = distill_rows(
         frame,
-        student=student,
+        student_params=student_params,
+        params=params,
         teacher_classes_json=json.dumps(soft.classes),
+        test_fraction=test_fraction,
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         no_text=no_text,
+        progress=progress,
         **arguments,
-        **({} if progress is None else {"on_progress": increments(progress)}),
-        **distill_params,
     ).iloc[0]
+    if taught is not None:
+        taught.require_teacher()  # dropped while the student learnt: 50028, nothing stored
     stored = stored_teacher(store, embedding_set, soft)
     teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     summary = record_version(
@@ -98,13 +125,59 @@ def distill(
         deployed,
         {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
         frame["text"].tolist() if "text" in frame.columns else None,
+        labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {
         "teacher": soft.name,
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
         "rows_without_input": int(result["rows_without_input"]),
         "seconds": round(time.perf_counter() - started, 3),
+        **({} if taught is None else taught.report),
     }
+
+
+Teaching = Callable[..., teach.Taught]  # teach.taught_rows with the student's rows bound
+
+
+def _teaching(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    head: str,
+    soft_labels: str | None,
+    teacher: str | None,
+    teacher_head: str | None,
+    transfer_rows: int | None,
+    teaching: Teaching,
+) -> tuple[SoftLabels, teach.Taught | None]:
+    """The soft labels, and what a teaching version made: a head's deployed one
+    (``teacher_head``), else soft labels from a caller's query or a stored teacher, with, given
+    ``transfer_rows``, the transfer rows a stored teacher's fine-tuned version (a sidecar's)
+    scored and cached."""
+    if teacher_head is not None:
+        return _head_teaching(store, embedding_set, soft_labels, teacher, teacher_head, teaching)
+    soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
+    fine_tuned = None if soft.stored is None else soft.stored.model_id
+    if not transfer_rows or fine_tuned is None:
+        return soft, None
+    return soft, teaching(teacher=teach.teacher_version(store, fine_tuned), soft=soft.rows)
+
+
+def _head_teaching(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    soft_labels: str | None,
+    teacher: str | None,
+    teacher_head: str,
+    teaching: Teaching,
+) -> tuple[SoftLabels, teach.Taught]:
+    """``--teacher-head``: the head's deployed version scores the rows and the transfer rows;
+    its soft labels are stored under ``teacher`` (default ``HEAD.vN``)."""
+    teach.refuse_two_teachers(soft_labels)
+    taught = teaching(teacher=teach.load_teacher_head(store, teacher_head), soft=None)
+    name = validate_name("teacher", teacher or taught.teacher_name)
+    refuse_foreign_teacher(find_teacher(store, name), embedding_set)
+    model_id = taught.teacher.model.model_id
+    return SoftLabels(name, taught.soft, taught.teacher.classes, None, model_id), taught
 
 
 def _gold_beside_soft(labelled: pd.DataFrame, soft: SoftLabels) -> pd.DataFrame:
