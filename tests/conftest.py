@@ -148,6 +148,15 @@ def demo_run(tmp_path_factory) -> tuple[dict, Path]:
     reviews embedded, a head trained, every row scored): its JSON and its file. Tests that
     re-run the demo do it on a copy of this file."""
     folder = tmp_path_factory.mktemp("demo")
+    result = run_demo(folder)
+    database = folder / "sqlheads-demo.db"
+    with closing(sqlite3.connect(database)) as c:  # all in the file itself, to be copied
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return result, database
+
+
+def run_demo(folder: Path) -> dict:
+    """``sqlheads --json demo`` run in ``folder`` as a user's shell runs it: its JSON."""
     completed = subprocess.run(
         [sys.executable, "-m", "sqlheads.cli", "--json", "demo"],
         cwd=folder,
@@ -157,10 +166,7 @@ def demo_run(tmp_path_factory) -> tuple[dict, Path]:
         timeout=900,
     )
     assert completed.returncode == 0, completed.stderr
-    database = folder / "sqlheads-demo.db"
-    with closing(sqlite3.connect(database)) as c:  # all in the file itself, to be copied
-        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return json.loads(completed.stdout), database
+    return json.loads(completed.stdout)
 
 
 def count_rows(store: Store, table) -> int:

@@ -9,6 +9,7 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import run_demo
 from typer.testing import CliRunner
 
 from sqlheads import datasets, host
@@ -101,19 +102,6 @@ def test_url_defaults_to_the_environment(tmp_path, monkeypatch):
     assert (tmp_path / "env.db").exists()
 
 
-def _demo(folder) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-m", "sqlheads.cli", "--json", "demo"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=900,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
-
-
 def _rows_per_table(store: Store) -> dict[str, int]:
     with store.engine.connect() as c:
         tables = c.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'table'")
@@ -153,7 +141,7 @@ def test_demo_reruns_in_place_and_the_file_does_not_grow(demo_run, copy_database
     before = _rows_per_table(copy_database(database, "sqlheads-demo.db"))
     copy = tmp_path / "sqlheads-demo.db"
     size = copy.stat().st_size
-    again = _demo(tmp_path)  # nothing re-embedded, no new version, predictions in place
+    again = run_demo(tmp_path)  # nothing re-embedded, no new version, predictions in place
     assert (again["embedded"], again["unchanged"], again["trained"]) == (0, 8530, False)
     assert again["version"] == 1 and again["predictions_in_view"] == 8530
     assert again["accuracy"] == result["accuracy"]  # the deployed version's, not a new one's
