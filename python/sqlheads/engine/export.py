@@ -16,7 +16,7 @@ import os
 import re
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -101,8 +101,12 @@ def export_encoder(
     max_length: int = DEFAULT_MAX_LENGTH,
     quantization: str = "int8",
     use_cache: bool = True,
+    stage: Callable[[str], None] | None = None,
 ) -> EncoderArtifact:
     """Export a local Hugging Face encoder directory to a checked ONNX artifact.
+
+    ``stage`` hears which of the two it is doing: reading this machine's cached export, or
+    exporting (a minute or more on a CPU).
 
     ``quantization="int8"`` applies onnxruntime's BERT fusions and per-channel dynamic int8
     quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
@@ -141,6 +145,8 @@ def export_encoder(
     cache_key = _export_cache_key(model_dir, max_length, quantization)
     cached = cache_dir() / "exports" / cache_key
     if use_cache and (cached / "meta.json").is_file():
+        if stage is not None:
+            stage(f"registering {name} from this machine's cached ONNX export")
         meta = json.loads((cached / "meta.json").read_text())
         return EncoderArtifact(
             name=name,
@@ -152,6 +158,8 @@ def export_encoder(
             source=meta["source"],
             parity_cosine=meta["parity_cosine"],
         )
+    if stage is not None:
+        stage(f"exporting {name} to ONNX (first use on this machine)")
     artifact = _export(model_dir, config, name, max_length, quantization)
     if use_cache:
         write_cache_dir(
