@@ -136,6 +136,12 @@ def test_demo_json_reports_accuracy_on_the_fixed_split_and_reruns_in_place(tmp_p
     assert result["rows_test"] == int((rt["split"] == "test").sum())
     assert result["accuracy"] >= 0.77  # frozen MiniLM + MLP measured 78 % here
     assert result["macro_f1"] >= 0.76
+    # its baseline, fitted beside it, and the verdict: on the first run and on a re-run
+    assert 0.70 <= result["baseline_accuracy"] <= 0.80
+    verdict = (
+        f"{100 * result['accuracy']:.1f} % vs TF-IDF + LR {100 * result['baseline_accuracy']:.1f} %"
+    )
+    assert verdict in result["versus_baseline"] == again["versus_baseline"]
     # The view's rows for the fixed test split give the same accuracy as the training run.
     assert result["test_accuracy_from_view"] == pytest.approx(result["accuracy"], abs=1e-4)
     assert result["predictions_in_view"] == 8530

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from sqlheads import datasets, host
+from sqlheads import baselines, datasets, host
 from sqlheads.store.repository import Store
 
 HEAD = "rt_sentiment"
@@ -71,6 +71,7 @@ def run_demo(
             "macro_f1": round(deployed.macro_f1, 4),
             "rows_train": record["rows_train"],
             "rows_test": record["rows_test"],
+            **baselines.summary(record, deployed.accuracy, None),
         }
     seconds["train"] = time.perf_counter() - started
 
@@ -97,6 +98,9 @@ def run_demo(
         "rows_test": trained["rows_test"],
         "accuracy": trained["accuracy"],
         "macro_f1": trained["macro_f1"],
+        # the TF-IDF + logistic regression baseline on the same rows, and the verdict
+        "baseline_accuracy": trained["baseline"]["accuracy"],
+        "versus_baseline": trained["versus_baseline"],
         "test_accuracy_from_view": round(test_accuracy, 4),
         "embedded": embedded["embedded"],
         "unchanged": embedded["unchanged"],
