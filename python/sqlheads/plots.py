@@ -72,6 +72,12 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
 
 def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
     """Each version of a head, and its students' teacher, as accuracy against rows/s."""
+    plt, figure, summary = students_figure(store, head)
+    return _saved(plt, figure, out, summary)
+
+
+def students_figure(store: Store, head: str) -> tuple[Any, Any, dict[str, Any]]:
+    """:func:`plot_students`' figure, before it is saved."""
     versions = _versions(store, head)
     points = [
         _speed(store, store.find_model(head, int(row.version)), row.set_name)
@@ -82,9 +88,6 @@ def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
     figure, ax = plt.subplots(figsize=SIZE)
     for point in points:
         ax.scatter(point["rows_per_second"], point["accuracy"], s=60)
-        ax.annotate(f"v{point['version']} {point['kind']}",
-                    (point["rows_per_second"], point["accuracy"]), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
     if teacher_model is not None:
         teacher_set = _versions(store, teacher_model.head).iloc[0]["set_name"]
         teacher = _speed(store, teacher_model, teacher_set)
@@ -98,9 +101,27 @@ def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
     ax.set(xscale="log", xlabel=f"rows/s (scoring {SAMPLE_ROWS} rows of the set, this machine)",
            ylabel="held-out accuracy", title=f"{head}: teacher and students")  # fmt: skip
     ax.grid(True, which="both", alpha=0.3)
+    # Room around the points for their labels: a label beside the fastest or the most accurate
+    # point ran past the axes and was cut off.
+    ax.margins(x=0.25, y=0.15)
+    _label_inside(ax, [(p["rows_per_second"], p["accuracy"]) for p in points[: len(versions)]],
+                  [f"v{p['version']} {p['kind']}" for p in points[: len(versions)]])  # fmt: skip
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
-    return _saved(plt, figure, out, {"head": head, "points": points})
+    return plt, figure, {"head": head, "points": points}
+
+
+def _label_inside(ax: Any, xy: list[tuple[float, float]], labels: list[str]) -> None:
+    """Label each point on the side of it that faces the middle of the axes, so that no label
+    runs past the frame whatever the point's place."""
+    ax.figure.canvas.draw()  # fixes the limits the margins made
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    middle_x = np.sqrt(x0 * x1) if ax.get_xscale() == "log" else (x0 + x1) / 2
+    for (x, y), label in zip(xy, labels, strict=True):
+        right, up = x <= middle_x, y <= (y0 + y1) / 2
+        ax.annotate(label, (x, y), fontsize=8, textcoords="offset points",
+                    xytext=(5 if right else -5, 5 if up else -5),
+                    ha="left" if right else "right", va="bottom" if up else "top")  # fmt: skip
 
 
 def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
@@ -111,7 +132,12 @@ def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
     job = jobs.iloc[0]
     loss = _job_loss_curve(store, job)
     plt = pyplot()
-    figure, (progress_ax, loss_ax) = plt.subplots(1, 2, figsize=(SIZE[0] * 1.6, SIZE[1]))
+    # A second panel only for a loss curve: a job without one (an embed part, a teacher still
+    # running) is one panel, not half an image saying that there is nothing to draw.
+    if loss:
+        figure, (progress_ax, loss_ax) = plt.subplots(1, 2, figsize=(SIZE[0] * 1.6, SIZE[1]))
+    else:
+        figure, progress_ax = plt.subplots(figsize=(SIZE[0], SIZE[1] / 2))
     done = 0 if pd.isna(job["progress_done"]) else int(job["progress_done"])
     total = None if pd.isna(job["progress_total"]) else int(job["progress_total"])
     share = done / total if total else 0.0
@@ -126,11 +152,9 @@ def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
         loss_ax.plot(np.arange(1, len(loss) + 1), loss, marker="o", markersize=3)
         loss_ax.set(xlabel="evaluation", ylabel="training loss", title="Teacher's training loss")
         loss_ax.grid(True, alpha=0.3)
-    else:
-        loss_ax.text(0.5, 0.5, "no loss curve: only a finished teacher job has one",
-                     ha="center", va="center", transform=loss_ax.transAxes)  # fmt: skip
-        loss_ax.set_axis_off()
-    return _saved(plt, figure, out, {"job_id": job_id, "done": done, "total": total})
+    return _saved(
+        plt, figure, out, {"job_id": job_id, "done": done, "total": total, "loss_curve": bool(loss)}
+    )
 
 
 def _versions(store: Store, head: str) -> pd.DataFrame:
