@@ -57,3 +57,12 @@ def rotten_tomatoes() -> pd.DataFrame:
 
 def imdb() -> pd.DataFrame:
     return load("imdb")
+
+
+def seeded_sample(frame: pd.DataFrame, rows: int | None) -> pd.DataFrame:
+    """A seeded random sample of ``rows`` rows in their order (the data sets are ordered by
+    label), or every row: the same rows for the same ``rows`` wherever it is taken, so that a
+    sampled demo and sampled example tables hold the same reviews."""
+    if rows is None or rows >= len(frame):
+        return frame
+    return frame.sample(n=rows, random_state=0).sort_index()

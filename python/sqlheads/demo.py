@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from sqlheads import baselines, datasets, host
+from sqlheads import baselines, datasets, host, sample
 from sqlheads.store.repository import Store
 
 HEAD = "rt_sentiment"
@@ -29,13 +29,14 @@ def run_demo(
 
     The head is trained on every labelled review; its held-out split is the fixed 20 % test
     split of :mod:`sqlheads.datasets` (same keys, fraction and seed), so ``accuracy`` is the
-    test accuracy on that split.
+    test accuracy on that split. ``SQLHEADS_SAMPLE_ROWS=N`` runs it on the seeded sample of N
+    reviews that ``load-sample`` takes too (the documentation's tests run it so).
     """
     store = Store.from_url(url)
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     host.init(store)
-    reviews = datasets.rotten_tomatoes()
+    reviews = datasets.seeded_sample(datasets.rotten_tomatoes(), sample.sample_rows())
     # A plain user table, as an analyst would have it: sqlheads reads it through queries.
     reviews.to_sql(TABLE, store.engine, if_exists="replace", index=False)
     seconds["load"] = time.perf_counter() - started
