@@ -160,7 +160,7 @@ def test_embedding_with_a_cached_export_does_not_announce_an_export(embedded: St
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    assert "exporting the encoder" not in result.stderr
+    assert "to ONNX (first use" not in result.stderr
     assert "cached" in result.stderr
 
 
