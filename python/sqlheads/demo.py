@@ -6,8 +6,9 @@ import json
 import time
 from typing import Any
 
-from sqlheads import baselines, datasets, host, sample
+from sqlheads import datasets, host, sample
 from sqlheads.store.repository import Store
+from sqlheads.verbs import baselines
 
 HEAD = "rt_sentiment"
 SET = "rt_reviews"

@@ -59,7 +59,8 @@ class TooFewRowsError(SqlheadsError):
 
 
 class MissingEmbeddingsError(SqlheadsError):
-    """Labelled keys that have no stored vector in the set: embed them first."""
+    """Labelled keys that have no stored vector in the set (embed them first), or a labels query
+    that returned no (labelled) rows at all."""
 
     number = 50006
 
@@ -286,6 +287,13 @@ class JobOwnerError(SqlheadsError):
     number = 50070
 
 
+class InternalError(SqlheadsError):
+    """A failure inside sqlheads that is none of the above (a bug), as SQL Server's door
+    returns it rather than letting it escape as error 39004 without a number."""
+
+    number = 50090
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -335,4 +343,5 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderSourceError,
     PrecisionUnavailableError,
     JobOwnerError,
+    InternalError,
 )

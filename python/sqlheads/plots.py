@@ -1,4 +1,4 @@
-"""``sqlheads plot``: PNGs in the style of ``sqlheads report`` (issue 20, point 5).
+"""``sqlheads plot``: PNGs in the style of ``sqlheads report``, for slides and tickets.
 
 - ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
   the deployed one starred), from ``model_summary``;
@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import procedures
+from sqlheads.compute.columns import EMBED_INPUT
+from sqlheads.compute.predict import predict
 from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.report import pyplot
@@ -185,15 +186,13 @@ def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
         sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
     else:
         sample = next(
-            store.run_query(
-                embedding_set.source_query, procedures.EMBED_INPUT, "source", SAMPLE_ROWS
-            )
+            store.run_query(embedding_set.source_query, EMBED_INPUT, "source", SAMPLE_ROWS)
         )
     blob = store.model_blob(model.model_id)
     arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
-    procedures.predict(sample.head(2), **arguments)  # load once, outside the timing
+    predict(sample.head(2), **arguments)  # load once, outside the timing
     started = time.perf_counter()
-    procedures.predict(sample, **arguments)
+    predict(sample, **arguments)
     seconds = time.perf_counter() - started
     return {
         "version": model.version,

@@ -1,5 +1,5 @@
-"""A new version and its deployment on SQL Server, through ``heads.add_version`` (issue 19,
-point 2; sql/0006/internal/add_version.sql).
+"""A new version and its deployment on SQL Server, through ``heads.add_version``
+(sql/0006/internal/add_version.sql), with no write rights of the sidecar's own.
 
 The sidecar's login holds EXECUTE on that procedure and no INSERT on ``models`` or
 ``deployments``, nor DELETE on ``predictions``: the procedure numbers, inserts, deploys and
