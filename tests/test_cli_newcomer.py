@@ -183,6 +183,8 @@ def test_ctrl_c_during_embed_says_what_was_committed_and_how_to_finish(embedded:
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        # as at a terminal: a test run in the background (nohup, &) inherits SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for line in process.stderr:  # the first progress line comes after the first commit
         if re.search(r"embedding many: [\d,]+ of", line):

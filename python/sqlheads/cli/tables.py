@@ -9,7 +9,7 @@ their listing order, and says in its caption which were left out (``--json`` has
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.table import Table
@@ -115,27 +115,25 @@ _ACCURACY = Column(
     3,
     lambda r: plain(r.get("accuracy")) + (BELOW_BASELINE if r.get("below_baseline") else ""),
 )
+_MACRO_F1 = Column("macro_f1", "macro_f1", 5)
+_SET = Column("set_name", "set", 6)
 MODELS = (
     Column("head", "head", 0),
     Column("version", "version", 1),
     Column("kind", "kind", 4),
     _DEPLOYED,
     _ACCURACY,
-    Column("macro_f1", "macro_f1", 5),
-    Column("set_name", "set", 6),
+    _MACRO_F1,
+    _SET,
 )
 # --wide adds model_summary's other columns, the baseline's accuracy first: it outranks
 # macro-F1 and the set, so that at 80 columns --wide shows what a version is worth against a
 # bag of words (--json has every field under its full name).
 MODELS_WIDE = (
-    Column("head", "head", 0),
-    Column("version", "version", 1),
-    Column("kind", "kind", 4),
-    _DEPLOYED,
-    _ACCURACY,
+    *MODELS[:5],
     Column("baseline_accuracy", "baseline", 5),
-    Column("macro_f1", "macro_f1", 6),
-    Column("set_name", "set", 7),
+    replace(_MACRO_F1, rank=6),
+    replace(_SET, rank=7),
     Column("rows_train", "rows_train", 8),
     Column("teacher_accuracy", "teacher_accuracy", 9),
     Column("parameters", "parameters", 10),
