@@ -26,14 +26,16 @@ class SqlheadsError(Exception):
 
 class NotFoundError(SqlheadsError):
     """Not found: a set, head, version, deployment or encoder that does not exist; a head with
-    nothing deployed."""
+    nothing deployed; a deployed version that recorded no labelled keys (``label-queue``:
+    trained before 0007)."""
 
     number = 50001
 
 
 class InvalidNameError(SqlheadsError):
-    """A set, head or encoder name outside the allowed form: a letter or underscore, then up to
-    127 letters, digits, underscores, dots or hyphens."""
+    """A set, head, encoder or labelling table (``label-queue --into``) name outside the
+    allowed form: a letter or underscore, then up to 127 letters, digits, underscores, dots or
+    hyphens."""
 
     number = 50002
 
@@ -117,7 +119,8 @@ class NotInitialisedError(SqlheadsError):
 
 class InUseError(SqlheadsError):
     """An object that other objects still use: ``drop-set`` of a set that heads were trained on
-    (drop those heads first)."""
+    (drop those heads first), or a table ``label-queue --into`` would overwrite without
+    ``--replace``."""
 
     number = 50015
 
@@ -164,6 +167,18 @@ class MissingTextError(SqlheadsError):
     """A text model asked to score or learn without a query that returns the rows' text."""
 
     number = 50024
+
+
+class TeacherNotDeployedError(SqlheadsError):
+    """A teacher head that exists but has no deployed version to teach with."""
+
+    number = 50027
+
+
+class TeacherDroppedError(SqlheadsError):
+    """A teacher head dropped (or its taught version deleted) while a student was distilled."""
+
+    number = 50028
 
 
 class UnsupportedDatabaseError(SqlheadsError):
@@ -326,6 +341,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    TeacherNotDeployedError,
+    TeacherDroppedError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
     EncoderNotInstalledError,

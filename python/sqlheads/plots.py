@@ -2,8 +2,9 @@
 
 - ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
   the deployed one starred), from ``model_summary``;
-- ``students``: a head's students against their teacher, held-out accuracy against rows/s,
-  the rows/s measured here by scoring a sample of the set's rows with each version;
+- ``students``: a head's versions, the versions that taught its students and its TF-IDF
+  baseline, held-out accuracy against rows/s from text, measured here by scoring a sample of
+  each version's set (the encoder included for a model that reads vectors);
 - ``job``: a sidecar job's progress (from ``jobs``) and, for a teacher job, the teacher's
   training loss curve.
 """
@@ -11,21 +12,16 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.compute.columns import EMBED_INPUT
-from sqlheads.compute.predict import predict
-from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import InvalidParameterError, NotFoundError
-from sqlheads.report import pyplot
-from sqlheads.store.repository import Model, Store
+from sqlheads.report import draw_students, pyplot, student_points
+from sqlheads.store.repository import Store
 
-SAMPLE_ROWS = 256  # rows scored per version to measure rows/s
 SIZE = (6.4, 4.4)  # as report.py's figures
 
 
@@ -72,57 +68,13 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
 
 
 def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
-    """Each version of a head, and its students' teacher, as accuracy against rows/s."""
-    plt, figure, summary = students_figure(store, head)
-    return _saved(plt, figure, out, summary)
-
-
-def students_figure(store: Store, head: str) -> tuple[Any, Any, dict[str, Any]]:
-    """:func:`plot_students`' figure, before it is saved."""
-    versions = _versions(store, head)
-    points = [
-        _speed(store, store.find_model(head, int(row.version)), row.set_name)
-        for row in versions.itertuples()
-    ]
-    teacher_model = _teacher_model(store, head)
+    """A head's versions, the versions that taught its students and its TF-IDF baseline, as
+    held-out accuracy against rows/s from text (:func:`sqlheads.report.student_points`)."""
+    points, baseline = student_points(store, head)
     plt = pyplot()
     figure, ax = plt.subplots(figsize=SIZE)
-    for point in points:
-        ax.scatter(point["rows_per_second"], point["accuracy"], s=60)
-    if teacher_model is not None:
-        teacher_set = _versions(store, teacher_model.head).iloc[0]["set_name"]
-        teacher = _speed(store, teacher_model, teacher_set)
-        points.append(teacher)
-        ax.scatter(teacher["rows_per_second"], teacher["accuracy"], marker="*", s=220,
-                   color="gold", edgecolors="black", label=teacher_model.head)  # fmt: skip
-    taught = versions["teacher_accuracy"].dropna()
-    if teacher_model is None and not taught.empty:  # soft labels from a table: no speed
-        ax.axhline(float(taught.iloc[-1]), color="gray", linestyle="--",
-                   label="teacher (soft labels given as a table)")  # fmt: skip
-    ax.set(xscale="log", xlabel=f"rows/s (scoring {SAMPLE_ROWS} rows of the set, this machine)",
-           ylabel="held-out accuracy", title=f"{head}: teacher and students")  # fmt: skip
-    ax.grid(True, which="both", alpha=0.3)
-    # Room around the points for their labels: a label beside the fastest or the most accurate
-    # point ran past the axes and was cut off.
-    ax.margins(x=0.25, y=0.15)
-    _label_inside(ax, [(p["rows_per_second"], p["accuracy"]) for p in points[: len(versions)]],
-                  [f"v{p['version']} {p['kind']}" for p in points[: len(versions)]])  # fmt: skip
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    return plt, figure, {"head": head, "points": points}
-
-
-def _label_inside(ax: Any, xy: list[tuple[float, float]], labels: list[str]) -> None:
-    """Label each point on the side of it that faces the middle of the axes, so that no label
-    runs past the frame whatever the point's place."""
-    ax.figure.canvas.draw()  # fixes the limits the margins made
-    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-    middle_x = np.sqrt(x0 * x1) if ax.get_xscale() == "log" else (x0 + x1) / 2
-    for (x, y), label in zip(xy, labels, strict=True):
-        right, up = x <= middle_x, y <= (y0 + y1) / 2
-        ax.annotate(label, (x, y), fontsize=8, textcoords="offset points",
-                    xytext=(5 if right else -5, 5 if up else -5),
-                    ha="left" if right else "right", va="bottom" if up else "top")  # fmt: skip
+    draw_students(ax, head, points, baseline)
+    return _saved(plt, figure, out, {"head": head, "points": points, "baseline": baseline})
 
 
 def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
@@ -165,41 +117,6 @@ def _versions(store: Store, head: str) -> pd.DataFrame:
             f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`"
         )
     return versions
-
-
-def _teacher_model(store: Store, head: str) -> Model | None:
-    """The fine-tuned teacher the sidecar stores as ``<head>_teacher``, if there is one."""
-    try:
-        return store.find_model(f"{head}_teacher", None)
-    except NotFoundError:
-        teachers = store.read_view("model_summary", head=f"{head}_teacher")
-        if teachers.empty:
-            return None
-        return store.find_model(f"{head}_teacher", int(teachers["version"].max()))
-
-
-def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
-    """Score a sample of the version's set and time it: rows/s on this machine."""
-    kind = model_kind(model.kind)
-    embedding_set = store.require_set(set_name)
-    if kind.reads == "vector":
-        sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
-    else:
-        sample = next(
-            store.run_query(embedding_set.source_query, EMBED_INPUT, "source", SAMPLE_ROWS)
-        )
-    blob = store.model_blob(model.model_id)
-    arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
-    predict(sample.head(2), **arguments)  # load once, outside the timing
-    started = time.perf_counter()
-    predict(sample, **arguments)
-    seconds = time.perf_counter() - started
-    return {
-        "version": model.version,
-        "kind": model.kind,
-        "accuracy": model.accuracy,
-        "rows_per_second": round(len(sample) / seconds, 1),
-    }
 
 
 def _job_loss_curve(store: Store, job: pd.Series) -> list[float]:

@@ -64,4 +64,7 @@ def train(
         no_text=no_text,
         **head_params,
     ).iloc[0]
-    return record_version(store, head, embedding_set, set_encoder, result, deployed, {}, texts)
+    return record_version(
+        store, head, embedding_set, set_encoder, result, deployed, {}, texts,
+        labelled=labelled["item_key"].tolist(),
+    )  # fmt: skip

@@ -5,6 +5,7 @@ sidecar's teacher job all do with the version they made."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -12,6 +13,7 @@ import pandas as pd
 from sqlheads.compute.columns import TRAIN_OUTPUT
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import deploy_replacing
+from sqlheads.store.queue_drift import record_labelled_keys
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store
 from sqlheads.verbs import baselines
 from sqlheads.verbs.deploy import rescorer
@@ -26,10 +28,13 @@ def record_version(
     deployed: Model | None,
     extra: dict[str, Any],
     texts: list[Any] | None = None,
+    labelled: list[str] | None = None,
 ) -> dict[str, Any]:
     """Store a trained or distilled version, deploy it if its policy said so; the summary.
     ``deployed`` is the version its policy was weighed against, ``extra`` the columns of
-    ``models`` the row does not carry, ``texts`` the rows' (for the baseline's verdict)."""
+    ``models`` the row does not carry, ``texts`` the rows' (for the baseline's verdict),
+    ``labelled`` the keys with gold labels it was trained or scored on (the label queue and
+    drift leave them out)."""
     against_baseline = baselines.columns(result["metrics_json"])
     model = add_version(
         store,
@@ -49,6 +54,7 @@ def record_version(
             **extra,
         },
         result["deploy_reason"] if bool(result["deploy"]) else None,
+        labelled or [],
     )
     return {
         "head": head,
@@ -76,15 +82,22 @@ def record_version(
     }
 
 
-def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
+def add_version(
+    store: Store,
+    values: dict[str, Any],
+    deploy_reason: str | None,
+    labelled_keys: Sequence[str] = (),
+) -> Model:
     """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction:
     a deploy that fails leaves no undeployed version behind, so a sidecar job's retries do not
     pile versions up. On SQL Server ``heads.add_version`` writes both, with the rights it
-    carries (:mod:`sqlheads.store.server_versions`)."""
+    carries (:mod:`sqlheads.store.server_versions`). The keys the version was trained and
+    scored on (``labelled_keys``) are written with it."""
     if not store.is_sqlite:
-        return server_versions.add_version(store, values, deploy_reason)
+        return server_versions.add_version(store, values, deploy_reason, labelled_keys)
     with store.engine.begin() as connection:
         model = store.add_model(values, connection)
+        record_labelled_keys(connection, model.model_id, labelled_keys)
         if deploy_reason is not None:
             rescore = rescorer(store, model, bytes(values["blob"]))
             deploy_replacing(
