@@ -213,10 +213,10 @@ def test_the_first_estimate_counts_from_the_first_report_not_from_the_start(caps
     clock = [100.0]
     lines = ProgressLines("embedding reviews", "rows", clock=lambda: clock[0])
     clock[0] += 60.0  # a minute of exporting before any row is embedded
-    lines(1000, 100_000)  # the first batch
-    for _ in range(10):  # then a batch every 2 s
+    lines(1000, 100_000)  # the first batch (running totals, as every Progress reports)
+    for batch in range(2, 12):  # then a batch every 2 s
         clock[0] += 2.0
-        lines(1000, 100_000)
+        lines(1000 * batch, 100_000)
     said = capsys.readouterr().err.splitlines()
     last = said[-1]
     left = re.search(r"about (\d+):(\d\d):(\d\d) left", last)

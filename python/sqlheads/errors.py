@@ -89,7 +89,8 @@ class EncoderNotCachedError(SqlheadsError):
 
 
 class ExportParityError(SqlheadsError):
-    """An ONNX export whose output differs from PyTorch's (registration only)."""
+    """An ONNX export whose output differs from PyTorch's, or an int8 graph so far from fp32
+    that it is broken rather than lossy (registration only)."""
 
     number = 50010
 
@@ -217,8 +218,9 @@ class UnsupportedEncoderError(SqlheadsError):
 
 
 class QuantizationError(SqlheadsError):
-    """An int8 export whose graph has no int8 MatMul (the installed onnxruntime's quantiser
-    skipped them): install the versions in constraints.txt or register with ``--quantization
+    """An int8 export whose graph is not the int8 graph chosen for the model (no int8 MatMul,
+    or other MatMuls left float: the installed onnxruntime's quantiser handles the graph
+    differently): install the versions in constraints.txt or register with ``--quantization
     none``."""
 
     number = 50044

@@ -108,7 +108,6 @@ def embed(
                     batch_rows=batch_rows,
                     batch_size=batch_size,
                     progress=committed,
-                    stage=display.stage if display else None,
                 )
             except KeyboardInterrupt:
                 pass  # the display closes first, then the sentence below it
@@ -138,7 +137,6 @@ def demo() -> None:
             return run_demo(
                 url,
                 progress=progress,
-                stage=progress.stage if progress else None,
                 train_progress=progress.task("training rt_sentiment", "epochs")
                 if progress
                 else None,

@@ -22,13 +22,16 @@ from sqlheads.cli.app import console, options
 
 
 class ProgressLines:
-    """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers.
+    """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers: a
+    :class:`~sqlheads.engine.progress.Progress` (running totals; a new stage is a line of its
+    own, and its work is counted from there).
 
-    The rate, and the time left from it, count from the first report: what came before it
+    The rate, and the time left from it, count from a stage's first report: what came before it
     (exporting an encoder, running the source query) is not work at the rate of the rows, and
-    counted in it made a minute-long job read "about 1:07:29 left". A verb that knows when its
-    work starts reports ``(0, total)`` then; the first line has no estimate until a second
-    report gives a rate (a job done in one report gives its rate over its whole run).
+    counted in it made a minute-long job read "about 1:07:29 left". A verb that knows when a
+    stage's work starts reports ``(0, total, stage)`` then; otherwise the first line has no
+    estimate until a second report gives a rate (a stage done in one report gives its rate over
+    its whole run).
     """
 
     PACE_S = 10.0  # a line at least this far apart, plus the first and the last
@@ -38,14 +41,22 @@ class ProgressLines:
         self.clock = clock
         self.started = clock()
         self.done = 0
-        self.counted_from: tuple[float, int] | None = None  # (time, done) of the first report
+        self.counted_from: tuple[float, int] | None = None  # (time, done) the rate counts from
         self.printed: float | None = None
+        self.stage: str | None = None  # the last stage announced
 
-    def __call__(self, done: int, total: int | None) -> None:
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
         now = self.clock()
-        self.done += done
-        if self.counted_from is None:
-            self.counted_from = (now, self.done)
+        if stage is not None and stage != self.stage:
+            self.label = self.stage = stage
+            self.started, self.done, self.printed, self.counted_from = now, 0, None, None
+            print(f"{stage} ...", file=sys.stderr, flush=True)
+            if done == 0:
+                self.counted_from = (now, 0)  # the stage's work starts now
+                return
+        if self.counted_from is None or done == 0 == self.done:  # "starting now": count from here
+            self.counted_from = (now, done)
+        self.done = done
         finished = total is not None and self.done >= total
         if self.printed is not None and now - self.printed < self.PACE_S and not finished:
             return
@@ -65,29 +76,25 @@ class ProgressLines:
             line += f", {rate:,.1f} {self.unit}/s"
         print(line, file=sys.stderr, flush=True)
 
-    def stage(self, label: str) -> None:
-        self.label = label
-        print(f"{label} ...", file=sys.stderr, flush=True)
-
     def task(self, label: str, unit: str) -> ProgressLines:
         """Another step of the same command, counted on its own."""
-        return ProgressLines(label, unit)
+        return ProgressLines(label, unit, self.clock)
 
 
 class CommittedRows:
-    """Counts the rows a verb reports done (each report follows a committed batch), passing
-    every report on to the display, so that an interrupted run can say what it kept."""
+    """Keeps the rows a verb last reported done (each report follows a committed batch; a new
+    stage counts from 0), passing every report on to the display, so that an interrupted run
+    can say what it kept."""
 
     def __init__(self, display: ProgressLines | ProgressBar | None) -> None:
         self.display = display
         self.done = 0
         self.total: int | None = None
 
-    def __call__(self, done: int, total: int | None) -> None:
-        self.done += done
-        self.total = total
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
+        self.done, self.total = done, total
         if self.display is not None:
-            self.display(done, total)
+            self.display(done, total, stage)
 
     def interrupted(self, what: str, batch_rows: int) -> str:
         """What an interrupted run committed, and how to finish it."""
@@ -101,17 +108,16 @@ class CommittedRows:
 
 
 class ProgressBar:
-    """A Rich progress bar on a terminal; Python warnings print above it, not into it."""
+    """A Rich progress bar on a terminal, a :class:`~sqlheads.engine.progress.Progress`;
+    Python warnings print above it, not into it."""
 
     def __init__(self, bar: Progress, label: str, unit: str) -> None:
         self.bar = bar
         self.task_id = bar.add_task(label, total=None, unit=unit)
 
-    def __call__(self, done: int, total: int | None) -> None:
-        self.bar.update(self.task_id, advance=done, total=total)
-
-    def stage(self, label: str) -> None:
-        self.bar.update(self.task_id, description=label)
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
+        described = {} if stage is None else {"description": stage}
+        self.bar.update(self.task_id, completed=done, total=total, **described)
 
     def task(self, label: str, unit: str) -> ProgressBar:
         """Another step of the same command: a second bar under the first."""

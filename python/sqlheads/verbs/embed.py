@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlheads import settings
 from sqlheads.compute.columns import EMBED_INPUT
 from sqlheads.compute.embed import embed as embed_batch
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import (
     EncoderMismatchError,
     InvalidParameterError,
@@ -30,7 +31,6 @@ from sqlheads.store.keys import KEYLESS, key_problem
 from sqlheads.store.repository import SET_BUSY, EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.verbs.encoders import encoder_arguments, resolve_encoder
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
-from sqlheads.verbs.progress import Progress, Stage
 from sqlheads.verbs.rows import RowSource
 
 
@@ -46,12 +46,13 @@ def embed(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
-    stage: Stage | None = None,
 ) -> dict[str, Any]:
     """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
 
     One embedding of a set at a time, as ``heads.embed``: another process embedding or
-    dropping the set makes this call fail at once (50016) rather than wait.
+    dropping the set makes this call fail at once (50016) rather than wait. ``progress``
+    hears of the default encoder's registration on first use (a stage: exported, or read from
+    this machine's cached export) and of the rows read, in stage ``embedding SET``.
     """
     return embed_rows(
         store,
@@ -63,7 +64,6 @@ def embed(
         batch_size=batch_size,
         threads=threads,
         progress=progress,
-        stage=stage,
         lock_batches=False,  # this whole run holds the set's lock already
     )
 
@@ -79,7 +79,6 @@ def embed_rows(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
-    stage: Stage | None = None,
     in_part: Callable[[str], bool] | None = None,
     model: Any | None = None,
     lock_batches: bool = True,
@@ -115,9 +114,11 @@ def embed_rows(
             "query's FROM and WHERE clauses (embed an existing set again with an empty source "
             "to change nothing)"
         )
-    chosen = _set_encoder(store, embedding_set, encoder, stage)
-    if stage is not None:
-        stage(f"embedding {set_name}")
+    chosen = _set_encoder(store, embedding_set, encoder, progress)
+    total = None
+    if progress is not None:
+        total = rows.count()
+        progress(0, total, f"embedding {set_name}")
     batches = _SetBatches(
         store,
         set_name,
@@ -133,7 +134,7 @@ def embed_rows(
         duplicated,
         in_part,
         progress,
-        total=None if progress is None else rows.count(),
+        total,
     )
     embedding_set = batches.the_set()
     store.set_source_query(embedding_set.set_id, rows.query)
@@ -170,14 +171,18 @@ def check_embedding_set(
 
 
 def _set_encoder(
-    store: Store, embedding_set: EmbeddingSet | None, encoder: str | None, stage: Stage | None
+    store: Store,
+    embedding_set: EmbeddingSet | None,
+    encoder: str | None,
+    progress: Progress | None,
 ) -> Encoder:
     """The set's encoder; for a new set, the one asked for (the default registered now)."""
     if embedding_set is not None:
         return store.encoder(embedding_set.encoder_id)
     # Only the default encoder is registered on first use; another name must be registered.
-    # The stage hears whether its export is made or read from this machine's cache.
-    return resolve_encoder(store, encoder, stage)
+    # The progress hears, as a stage, whether its export is made or read from this machine's
+    # cache.
+    return resolve_encoder(store, encoder, progress)
 
 
 def _embed_all(
@@ -192,8 +197,9 @@ def _embed_all(
     duplicated key for one last batch, which rejects the key whole: the outcome cannot
     depend on which batch each copy fell into."""
     duplicate_rows: list[pd.DataFrame] = []
+    read = 0
     for chunk in chunks:
-        read = len(chunk)
+        read += len(chunk)
         if in_part is not None:  # a keyless row is the part's whose range holds its reject's key
             chunk = chunk[[in_part(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
@@ -201,7 +207,7 @@ def _embed_all(
         if not copies.all():
             batches.write(chunk[~copies])
         if progress is not None:
-            progress(read, total)
+            progress(read, total, None)
     if duplicated and duplicate_rows:
         batches.write(pd.concat(duplicate_rows, ignore_index=True))
 
