@@ -126,6 +126,11 @@ MODELS = (
     _MACRO_F1,
     _SET,
 )
+# model_summary's columns that --wide shows under their own names, after those below, in this
+# order of rank
+_WIDE_REST = ("rows_train", "teacher_accuracy", "parameters", "seconds", "encoder_name",
+              "model_id", "rows_test", "teacher", "baseline_macro_f1", "baseline_seconds",
+              "baseline_skipped", "created_at", "below_baseline")  # fmt: skip
 # --wide adds model_summary's other columns, the baseline's accuracy first: it outranks
 # macro-F1 and the set, so that at 80 columns --wide shows what a version is worth against a
 # bag of words (--json has every field under its full name).
@@ -134,17 +139,5 @@ MODELS_WIDE = (
     Column("baseline_accuracy", "baseline", 5),
     replace(_MACRO_F1, rank=6),
     replace(_SET, rank=7),
-    Column("rows_train", "rows_train", 8),
-    Column("teacher_accuracy", "teacher_accuracy", 9),
-    Column("parameters", "parameters", 10),
-    Column("seconds", "seconds", 11),
-    Column("encoder_name", "encoder_name", 12),
-    Column("model_id", "model_id", 13),
-    Column("rows_test", "rows_test", 14),
-    Column("teacher", "teacher", 15),
-    Column("baseline_macro_f1", "baseline_macro_f1", 16),
-    Column("baseline_seconds", "baseline_seconds", 17),
-    Column("baseline_skipped", "baseline_skipped", 18),
-    Column("created_at", "created_at", 19),
-    Column("below_baseline", "below_baseline", 20),
+    *(Column(key, key, rank) for rank, key in enumerate(_WIDE_REST, start=8)),
 )
