@@ -73,7 +73,12 @@ def record_version(
         "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
-        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
+        **baselines.summary(
+            against_baseline,
+            float(result["accuracy"]),
+            texts,
+            baselines.tokenizer_of(store, set_encoder),
+        ),
     }
 
 
