@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlheads import caller_rows
+from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store.repository import EmbeddingSet, Store
 
 # Texts longer than this (median, in characters: ~256 tokens) are "long": a model that reads
@@ -28,8 +29,14 @@ def read_texts(
     store: Store, embedding_set: EmbeddingSet, source: str | None, keys: Sequence[str]
 ) -> tuple[list[Any] | None, str]:
     """The text of each of ``keys`` (None where the source has none) through ``source`` or the
-    set's stored source query; (None, why) when neither exists."""
-    sql = source or embedding_set.source_query
+    set's stored source query (its author's alone); (None, why) when neither can be read."""
+    try:
+        sql = source or caller_rows.stored_source(store, embedding_set)
+    except StoredQueryOwnerError:
+        return None, (
+            f"set {embedding_set.name!r} has a source query stored by another user, which runs "
+            "for its author alone: pass --source to fit the baseline"
+        )
     if sql is None:
         return None, (
             f"set {embedding_set.name!r} has no source query and no --source was given: the "

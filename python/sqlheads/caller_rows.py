@@ -21,6 +21,7 @@ from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
     QueryShapeError,
+    StoredQueryOwnerError,
 )
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Model, Store
@@ -56,10 +57,28 @@ def read_soft_labels_query(store: Store, sql: str) -> tuple[pd.DataFrame, list[s
     return soft[["item_key", "logits"]], json.loads(soft["classes_json"].iloc[0])
 
 
-def text_source(embedding_set: EmbeddingSet, source: str | None) -> str:
+def stored_source(store: Store, embedding_set: EmbeddingSet) -> str | None:
+    """The set's stored source query (its last ``embed --source``), for the user who stored it
+    alone; None when it stored none. A stored query runs with the rights of whoever runs it,
+    so anyone else, and everyone for a query stored before its author was recorded, is refused
+    (50071) before it runs: they pass a source of their own (``heads.set_source``)."""
+    if embedding_set.source_query is None:
+        return None
+    if embedding_set.source_user is None or embedding_set.source_user != store.database_user():
+        raise StoredQueryOwnerError(
+            f"set {embedding_set.name!r} has a source query stored by another user (or before "
+            "authors were recorded), and a stored query runs only for its author: pass your "
+            'own --source "SELECT ... AS item_key, ... AS text FROM ...", or embed the set '
+            "yourself to store yours"
+        )
+    return embedding_set.source_query
+
+
+def text_source(store: Store, embedding_set: EmbeddingSet, source: str | None) -> str:
     """The query a text model reads the rows' text through: ``source``, else the set's last
-    ``embed --source``; a set with neither is refused (50024)."""
-    sql = source or embedding_set.source_query
+    ``embed --source`` when the caller stored it (:func:`stored_source`); a set with neither
+    is refused (50024)."""
+    sql = source or stored_source(store, embedding_set)
     if sql is None:
         raise MissingTextError(
             f"set {embedding_set.name!r} has no source query to read text through: pass "
@@ -127,7 +146,7 @@ def text_chunks(
     source: str | None,
     batch_rows: int,
 ) -> tuple[Iterator[pd.DataFrame], int | None]:
-    sql = text_source(embedding_set, source)
+    sql = text_source(store, embedding_set, source)
     wanted = (
         None
         if keys is None

@@ -262,6 +262,27 @@ class JobOwnerError(SqlheadsError):
     number = 50070
 
 
+class StoredQueryOwnerError(SqlheadsError):
+    """A set's stored source query, asked for by a user other than its author: a stored query
+    runs only for the user who stored it; anyone else passes a source of their own."""
+
+    number = 50071
+
+
+class JobScopeError(SqlheadsError):
+    """A sidecar write outside the job it holds (another job's head, set or teacher, or a job
+    it no longer holds as running)."""
+
+    number = 50072
+
+
+class ClassNameError(SqlheadsError):
+    """A class name that starts or ends with ``.`` or holds ``..``: SQL Server's ``FOR JSON
+    PATH`` cannot name a column after it (Msg 13603), so its soft labels could never be read."""
+
+    number = 50073
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -311,4 +332,7 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderSourceError,
     PrecisionUnavailableError,
     JobOwnerError,
+    StoredQueryOwnerError,
+    JobScopeError,
+    ClassNameError,
 )

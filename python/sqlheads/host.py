@@ -489,7 +489,7 @@ def distill(
         texts = (
             source
             if isinstance(source, dict)
-            else read_texts(store, text_source(embedding_set, source))
+            else read_texts(store, text_source(store, embedding_set, source))
         )
         frame["text"] = frame["item_key"].map(texts)
         onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import procedures
+from sqlheads import caller_rows, procedures
 from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.report import pyplot
@@ -160,11 +160,9 @@ def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
     if kind.reads == "vector":
         sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
     else:
-        sample = next(
-            store.run_query(
-                embedding_set.source_query, procedures.EMBED_INPUT, "source", SAMPLE_ROWS
-            )
-        )
+        # the set's stored query, for its author alone (caller_rows.stored_source)
+        source = caller_rows.text_source(store, embedding_set, None)
+        sample = next(store.run_query(source, procedures.EMBED_INPUT, "source", SAMPLE_ROWS))
     blob = store.model_blob(model.model_id)
     arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
     procedures.predict(sample.head(2), **arguments)  # load once, outside the timing

@@ -14,8 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from sqlheads import procedures
+from sqlheads import caller_rows, procedures
 from sqlheads.engine.kinds import model_kind
+from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
 from sqlheads.store.repository import EmbeddingSet, Model, Store
@@ -69,9 +70,11 @@ def _rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
     ) -> Iterator[pd.DataFrame] | None:
         if reads == "vector":
             return score(rows) if embedding_set.encoder_id == model.encoder_id else None
-        if embedding_set.source_query is None:
+        try:  # the stored query runs for its author alone; for anyone else, keep until predict
+            source = caller_rows.stored_source(store, embedding_set)
+        except StoredQueryOwnerError:
             return None
-        return score(_texts_of(store, embedding_set.source_query, rows))
+        return None if source is None else score(_texts_of(store, source, rows))
 
     return rescore
 

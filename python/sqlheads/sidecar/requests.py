@@ -92,7 +92,7 @@ def request_teacher(
     students): the parameters checked and completed by the teacher job itself, and what the
     job would fail on checked now (:func:`check_teacher_request`)."""
     validate_name("head", head)
-    source = caller_rows.text_source(store.require_set(set_name), source)
+    source = caller_rows.text_source(store, store.require_set(set_name), source)
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
