@@ -51,13 +51,18 @@ def test_shared_holds_coexist_and_an_exclusive_one_waits_for_them(file_store: St
         with pytest.raises(BusyError) as busy, file_store.lock("set", "reviews", 50, SET_BUSY):
             pass
         assert busy.value.number == 50016
-    with held_elsewhere(file_store, "set", "reviews", shared=False):
-        with pytest.raises(BusyError), file_store.lock("set", "reviews", 0, SET_BUSY, shared=True):
-            pass
-    with held_elsewhere(file_store, "set", "reviews", shared=False):
-        # one name whatever its case, as heads.lock_resource lower-cases it
-        with pytest.raises(BusyError), file_store.lock("set", "Reviews", 0, SET_BUSY):
-            pass
+    with (
+        held_elsewhere(file_store, "set", "reviews", shared=False),
+        pytest.raises(BusyError),
+        file_store.lock("set", "reviews", 0, SET_BUSY, shared=True),
+    ):
+        pass
+    with (  # one name whatever its case, as heads.lock_resource lower-cases it
+        held_elsewhere(file_store, "set", "reviews", shared=False),
+        pytest.raises(BusyError),
+        file_store.lock("set", "Reviews", 0, SET_BUSY),
+    ):
+        pass
     with file_store.lock("set", "reviews", 0, SET_BUSY):  # free again
         pass
 
@@ -68,7 +73,9 @@ def test_drop_head_waits_for_a_predict_that_uses_the_head(file_store: Store) -> 
     from sqlheads import host
 
     host.init(file_store)
-    with held_elsewhere(file_store, "head.use", "sentiment", shared=True):
-        with pytest.raises(BusyError) as busy:
-            file_store.drop_head("sentiment", lock_timeout_ms=0)
+    with (
+        held_elsewhere(file_store, "head.use", "sentiment", shared=True),
+        pytest.raises(BusyError) as busy,
+    ):
+        file_store.drop_head("sentiment", lock_timeout_ms=0)
     assert busy.value.number == 50016

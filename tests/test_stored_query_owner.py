@@ -68,9 +68,14 @@ def test_another_users_stored_query_is_refused_before_it_runs(owned: Store, auth
     attempts = {
         "predict": lambda: host.predict(owned, head="sent", set_name="reviews"),
         "distill": lambda: host.distill(
-            owned, head="sent", set_name="reviews", labels=LABELS, student="word",
-            teacher="sent_teacher", epochs=2,
-        ),  # fmt: skip
+            owned,
+            head="sent",
+            set_name="reviews",
+            labels=LABELS,
+            student="word",
+            teacher="sent_teacher",
+            epochs=2,
+        ),
         "request_teacher": lambda: request_teacher(
             owned, head="sent", set_name="reviews", labels=LABELS
         ),
@@ -107,7 +112,8 @@ def test_what_can_do_without_the_text_skips_another_users_query(owned: Store) ->
     _stored_by(owned, "mallory")
     trained = host.train(owned, head="h", set_name="reviews", labels=LABELS, epochs=2)
     assert trained["baseline"]["accuracy"] is None
-    assert "another" in trained["baseline"]["skipped"] and "--source" in trained["baseline"]["skipped"]
+    skipped = trained["baseline"]["skipped"]
+    assert "another user" in skipped and "--source" in skipped
     _stored_by(owned, getpass.getuser())
     for _ in range(2):
         host.distill(

@@ -6,6 +6,8 @@ procedures re-raise it with the same number, so both doors read the same.
 
 from __future__ import annotations
 
+import re
+
 
 class SqlheadsError(Exception):
     """Base class; ``number`` is the T-SQL error number (50000 + n).
@@ -336,3 +338,16 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     JobScopeError,
     ClassNameError,
 )
+
+
+def from_server(message: str) -> SqlheadsError | None:
+    """The sqlheads error a procedure threw (``THROW 5xxxx, message``), from the text a driver
+    gives for it (pyodbc: ``...[SQL Server]message (50070) (SQLExecDirectW)``); None for any
+    other error, which the caller re-raises as it came."""
+    known = {error.number: error for error in ERRORS if error.number != SqlheadsError.number}
+    found = re.search(r"\((5\d{4})\)", message) or re.search(r"\b(5\d{4})\b", message)
+    if found is None or int(found.group(1)) not in known:
+        return None
+    said = message.rsplit("[SQL Server]", 1)[-1]
+    said = re.split(r"\s*\(5\d{4}\)", said, maxsplit=1)[0].strip()
+    return known[int(found.group(1))](said)

@@ -40,7 +40,7 @@ from sqlheads.errors import (
 )
 from sqlheads.redeploy import add_version, deploy_model
 from sqlheads.store import job_inputs, migrations
-from sqlheads.store.keys import KEYLESS, key_problem, required_keys
+from sqlheads.store.keys import key_problem, required_keys
 from sqlheads.store.repository import (
     HEAD_BUSY,
     SET_BUSY,
@@ -178,14 +178,13 @@ def embed_rows(
     threads: int | None = None,
     progress: Progress | None = None,
     stage: Stage | None = None,
-    keys: Callable[[str], bool] | None = None,
     model: Any | None = None,
     captured_job_id: int | None = None,
     lock_batches: bool = True,
 ) -> dict[str, Any]:
-    """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds only
-    the source rows whose key ``keys`` accepts (its key range; parts' ranges are disjoint, so
-    their batches never write the same rows), with ``model`` (an object with the
+    """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds the
+    rows its request captured for it (parts hold disjoint keys, so their batches never write
+    the same rows), with ``model`` (an object with the
     ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX graph
     when given. With ``captured_job_id`` the rows are those the job's request captured
     (:mod:`sqlheads.store.job_inputs`): ``source`` is then only recorded as the set's source
@@ -287,8 +286,6 @@ def embed_rows(
     held: list[pd.DataFrame] = []
     for chunk in itertools.chain([first] if first is not None else [], chunks):
         read = len(chunk)
-        if keys is not None:  # a keyless row is the part's whose range holds its reject's key
-            chunk = chunk[[keys(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         held.append(chunk[copies])
         if not copies.all():

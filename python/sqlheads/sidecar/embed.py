@@ -2,8 +2,11 @@
 
 The rows are those the request captured for this part (:mod:`sqlheads.store.job_inputs`),
 with the requester's permissions: the sidecar never runs the caller's source query (issue 19),
-it only records it as the set's source query. Each part holds the rows of its own key range
-(compared as Python strings, as the request cut them: :func:`sqlheads.store.jobs.split_keys`).
+it only records it as the set's source query, with the requester as its author. The request
+decided which part holds a row, and a part embeds exactly its captured rows: it does not
+compare keys against its range again, since the request may have cut them in another order
+(``heads.request_embed`` compares in BIN2, UTF-16 code units with trailing spaces ignored;
+Python compares code points: supplementary characters and trailing spaces sort differently).
 Hashing, rejects and writes are :func:`sqlheads.host.embed_rows`, the code ``sqlheads embed``
 runs, so a set embedded in N parts holds exactly the vectors a plain embed gives.
 
@@ -20,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlheads import host, settings
-from sqlheads.store.jobs import in_range
 from sqlheads.store.repository import Store
 
 if TYPE_CHECKING:
@@ -91,7 +93,6 @@ def run_embed(
         threads=threads,
         progress=on_rows,
         stage=lambda label: progress(scanned, None, label),
-        keys=lambda key: in_range(key, key_from, key_to),
         model=model,
         captured_job_id=job_id,
     )
