@@ -19,7 +19,7 @@ from sqlserver_tsql import (
 
 from sqlheads import procedures
 from sqlheads.errors import ERRORS
-from sqlheads.store import schema
+from sqlheads.store import schema, server_versions
 
 # The procedures analysts and admins call, as they stand at the newest revision.
 PUBLIC = sorted(
@@ -164,6 +164,8 @@ CALLER_TEMPS = {
     name: columns
     for path in sqlheads_sql.object_files()
     for name, columns in temp_tables(strip_comments_and_strings(path.read_text())).items()
+} | {  # made by the Python that calls the procedure (heads.store_soft_labels reads it)
+    server_versions.SOFT_LABELS_STAGE: server_versions.SOFT_LABELS_COLUMNS
 }
 
 

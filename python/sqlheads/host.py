@@ -46,7 +46,6 @@ from sqlheads.store.repository import (
     SET_BUSY,
     EmbeddingSet,
     Encoder,
-    Model,
     Store,
     validate_name,
 )
@@ -65,17 +64,32 @@ Stage = Callable[[str], None]  # what a long call is doing now, e.g. exporting t
 Verb = TypeVar("Verb", bound=Callable[..., Any])
 
 
-def _holding(kind: str, busy: str) -> Callable[[Verb], Verb]:
-    """Run a verb holding the lock of its set (``set_name``) or head (``head``), the names
-    SQL Server's procedures lock with ``sp_getapplock``: a set's verbs do not wait, a head's
-    wait up to the call's ``lock_timeout_ms``; then :class:`~sqlheads.errors.BusyError`."""
+def _holding(*locks: tuple[str, bool]) -> Callable[[Verb], Verb]:
+    """Run a verb holding the application locks the T-SQL verb of its name takes, by name and
+    by mode (heads.take_lock's table): each ``(kind, shared)``, on the verb's set
+    (``set_name``: kinds ``embed``, ``set``) or head (``head``: ``head``, ``head.use``).
+    ``embed`` does not wait (a second embedding of a set fails at once), the others wait up to
+    the call's ``lock_timeout_ms``; then :class:`~sqlheads.errors.BusyError`."""
 
     def decorate(verb: Verb) -> Verb:
         @functools.wraps(verb)
         def locked(store: Store, **arguments: Any) -> Any:
-            name = validate_name(kind, arguments["set_name" if kind == "set" else "head"])
-            wait = arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS) if kind == "head" else 0
-            with store.lock(kind, name, wait, busy):
+            wait = arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS)
+            with contextlib.ExitStack() as held:
+                for kind, shared in locks:
+                    on_set = kind in ("embed", "set")
+                    name = validate_name(
+                        "set" if on_set else "head", arguments["set_name" if on_set else "head"]
+                    )
+                    held.enter_context(
+                        store.lock(
+                            kind,
+                            name,
+                            0 if kind == "embed" else wait,
+                            SET_BUSY if on_set else HEAD_BUSY,
+                            shared=shared,
+                        )
+                    )
                 return verb(store, **arguments)
 
         return cast(Verb, locked)
@@ -132,7 +146,7 @@ def _find_or_add_set(store: Store, name: str, chosen: Encoder, long_text: str) -
         return found
 
 
-@_holding("set", SET_BUSY)
+@_holding(("embed", False), ("set", True))
 def embed(
     store: Store,
     *,
@@ -148,8 +162,9 @@ def embed(
 ) -> dict[str, Any]:
     """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
 
-    One embedding of a set at a time, as ``heads.embed``: another process embedding or
-    dropping the set makes this call fail at once (50016) rather than wait.
+    One embedding of a set at a time, as ``heads.embed``: ``embed`` Exclusive (another
+    embedding of the set fails at once, 50016) and ``set`` Shared (trainings and predictions of
+    the set go on beside it; a drop_set waits for it, or it for a drop_set).
     """
     return embed_rows(
         store,
@@ -162,7 +177,7 @@ def embed(
         threads=threads,
         progress=progress,
         stage=stage,
-        lock_batches=False,  # this whole run holds the set's lock already
+        lock_batches=False,  # this whole run holds the set's lock (Shared) already
     )
 
 
@@ -309,7 +324,7 @@ def embed_rows(
     }
 
 
-@_holding("head", HEAD_BUSY)
+@_holding(("set", True))  # the head's lock only while the version is written (add_version)
 def train(
     store: Store,
     *,
@@ -325,8 +340,10 @@ def train(
 ) -> dict[str, Any]:
     """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
 
-    Trainings of one head run one after the other, as ``heads.train``'s application lock
-    makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50016).
+    The set is held Shared for the whole run (no drop_set under it), the head's lock only while
+    the version is written, as ``heads.train`` holds them: two trainings of one head run side
+    by side and each gets its own version number; the deploy decision is made against the
+    version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
     ``progress`` hears of each epoch: ``(1, epochs)``. The TF-IDF baseline reads the rows'
     text through ``source``, else the set's stored source query (skipped without either).
     """
@@ -356,7 +373,7 @@ def train(
         **head_params,
     ).iloc[0]
     return record_version(
-        store, head, embedding_set, set_encoder, result, deploy, deployed, {}, texts
+        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms
     )
 
 
@@ -367,13 +384,15 @@ def record_version(
     set_encoder: Encoder,
     result: pd.Series,
     deploy: str,
-    deployed: Model | None,
     extra: dict[str, Any],
     texts: list[Any] | None = None,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
 ) -> dict[str, Any]:
-    """Store a trained or distilled version, deploy it if its policy said so; the summary."""
+    """Store a trained or distilled version and deploy it if its policy says so against the
+    version deployed now, under the head's lock (:func:`sqlheads.redeploy.add_version`); the
+    summary."""
     against_baseline = baselines.columns(result["metrics_json"])
-    model = add_version(
+    written = add_version(
         store,
         {
             "head": head,
@@ -390,8 +409,10 @@ def record_version(
             **against_baseline,
             **extra,
         },
-        result["deploy_reason"] if bool(result["deploy"]) else None,
+        deploy,
+        lock_timeout_ms,
     )
+    model, previous = written.model, written.previous_macro_f1
     return {
         "head": head,
         "version": model.version,
@@ -405,15 +426,15 @@ def record_version(
         "rows_train": int(result["rows_train"]),
         "rows_test": int(result["rows_test"]),
         "parameters": int(result["parameters"]),
-        "deployed": bool(result["deploy"]),
-        "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
+        "deployed": written.deployed,
+        "previous_deployed_macro_f1": round(previous, 4) if previous is not None else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
         **baselines.summary(against_baseline, float(result["accuracy"]), texts),
     }
 
 
-@_holding("head", HEAD_BUSY)  # a new version of the head, as train makes
+@_holding(("set", True))  # as train: the head's lock only while the version is written
 def distill(
     store: Store,
     *,
@@ -537,7 +558,6 @@ def distill(
         set_encoder,
         result,
         deploy,
-        deployed,
         {
             "teacher_id": stored.teacher_id,
             "teacher_accuracy": teacher_accuracy,
@@ -568,6 +588,7 @@ def _none_if_nan(value: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
+@_holding(("head.use", True), ("set", True))  # as heads.predict: no drop under it
 def predict(
     store: Store,
     *,
@@ -619,7 +640,7 @@ def predict(
     }
 
 
-@_holding("head", HEAD_BUSY)
+@_holding(("head", False))
 def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
@@ -627,7 +648,7 @@ def deploy(
     return deploy_model(store, store.find_model(head, version), settings.REASON_BY_HAND)
 
 
-@_holding("head", HEAD_BUSY)
+@_holding(("head", False))
 def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
     history = store.deployment_history(head)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sqlheads.class_names import refuse_unnamable_classes
 from sqlheads.engine import baseline, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import load_encoder
@@ -240,6 +241,7 @@ def train(
         )
     X = unpack_rows(vectors.tolist(), dim)
     y = np.asarray([str(v) for v in labels])
+    refuse_unnamable_classes(y)
     train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
     head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
@@ -415,6 +417,7 @@ def distill(
     labelled = present(input_data["label"], "text")
     gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
     classes = sorted(set(gold_labels[labelled].tolist()))
+    refuse_unnamable_classes(classes)
     if classes != sorted(teacher_classes):
         raise ClassMismatchError(
             f"the soft labels have classes {sorted(teacher_classes)} but the gold labels have "

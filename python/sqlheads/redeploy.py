@@ -10,33 +10,63 @@ predictions stay until ``predict`` runs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from sqlheads import caller_rows, procedures
+from sqlheads import caller_rows, procedures, settings
 from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
-from sqlheads.store.repository import EmbeddingSet, Model, Store
+from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Model, Store
+
+LOCK_TIMEOUT_MS = int(settings.SETTINGS["lock_timeout_ms"].default)  # as heads.* wait
 
 
-def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
-    """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction
-    (issue 19, point 2): a deploy that fails leaves no undeployed version behind, so a
-    sidecar job's retries do not pile versions up. On SQL Server ``heads.add_version`` writes
-    both, with the rights it carries (:mod:`sqlheads.store.server_versions`)."""
+@dataclass(frozen=True)
+class Written:
+    """A version just written, and the deploy decision made for it under the head's lock."""
+
+    model: Model
+    deployed: bool
+    previous_macro_f1: float | None  # the version deployed when it was decided (None: none)
+
+
+def add_version(
+    store: Store, values: dict[str, Any], deploy: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> Written:
+    """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
+    version deployed now, in one transaction under the head's Exclusive lock, as
+    ``heads.add_version`` does on SQL Server (and there by that procedure, which takes the lock
+    itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
+    never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
+    fails leaves no undeployed version behind, so a sidecar job's retries do not pile
+    versions up."""
+    deploy = settings.choice("deploy", deploy)
     if not store.is_sqlite:
-        return server_versions.add_version(store, values, deploy_reason)
-    with store.engine.begin() as connection:
+        return Written(*server_versions.add_version(store, values, deploy))
+    head = values["head"]
+    with (
+        store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
+        store.engine.begin() as connection,
+    ):
+        deployed = store.deployed_model(head)
+        previous = deployed.macro_f1 if deployed else None
+        decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)
         model = store.add_model(values, connection)
-        if deploy_reason is not None:
+        if decided:
             rescore = _rescorer(store, model, bytes(values["blob"]))
             deploy_replacing(
-                store, model.head, model.model_id, deploy_reason, rescore, connection=connection
+                store,
+                head,
+                model.model_id,
+                settings.deploy_reason(deploy),
+                rescore,
+                connection=connection,
             )
-    return model
+    return Written(model, decided, previous)
 
 
 def deploy_model(store: Store, model: Model, reason: str) -> dict[str, Any]:

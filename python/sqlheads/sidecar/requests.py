@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from sqlheads import caller_rows, encoders, host, procedures, settings
+from sqlheads.class_names import refuse_unnamable_classes
 from sqlheads.engine.catalog import CATALOG
 from sqlheads.engine.text_classifier import model_directory
 from sqlheads.errors import SingleClassError
@@ -114,6 +115,7 @@ def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd
     classes = sorted(
         {str(v) for v in labelled["label"][procedures.present(labelled["label"], "text")]}
     )
+    refuse_unnamable_classes(classes)  # the teacher's classes name its soft-label columns
     if len(classes) < 2:
         raise SingleClassError(
             f"the teacher's labels hold {len(classes)} class(es) ({', '.join(classes) or 'none'}): "

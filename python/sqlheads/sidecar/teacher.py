@@ -31,7 +31,7 @@ from sqlheads.errors import (
 )
 from sqlheads.sidecar.progress import JobProgress  # contract 2
 from sqlheads.store import job_inputs
-from sqlheads.store.repository import HEAD_BUSY, Store, validate_name
+from sqlheads.store.repository import Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 
 # The students a teacher job distils: those that read the rows' text, as the teacher does.
@@ -197,25 +197,23 @@ def run_teacher(
             "blob_bytes": len(graph.to_bytes()),
         }
         teacher_head = teacher_name  # <head>_teacher: a head of its own, never the analysts'
-        # Under the head's lock, the name heads.write_version takes on SQL Server: the version
-        # number cannot race another writer's (issue 19, point 3).
-        with store.lock("head", teacher_head, host.LOCK_TIMEOUT_MS, HEAD_BUSY):
-            deployed = store.deployed_model(teacher_head)
-            version = host.record_version(
-                store,
-                teacher_head,
-                embedding_set,
-                set_encoder,
-                pd.Series(
-                    _version_row(
-                        teacher, graph, metrics, request, (train_rows, test_rows), deployed
-                    )
-                    | {"seconds": time.perf_counter() - started}
-                ),
-                request["deploy"],
-                deployed,
-                {},
-            )
+        # The head's lock is taken for the write alone, by the write itself (on SQL Server
+        # heads.add_version, which decides the deployment against the version deployed then):
+        # the version number cannot race another writer's, and hours of fine-tuning hold
+        # no lock that an analyst's deploy or train would wait 600 s for.
+        deployed = store.deployed_model(teacher_head)
+        version = host.record_version(
+            store,
+            teacher_head,
+            embedding_set,
+            set_encoder,
+            pd.Series(
+                _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
+                | {"seconds": time.perf_counter() - started}
+            ),
+            request["deploy"],
+            {},
+        )
         stored = store_soft_labels(
             store,
             teacher_name,

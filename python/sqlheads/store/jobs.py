@@ -215,15 +215,20 @@ class JobQueue:
         """Every job the caller may see (newest first), or those in ``state`` / of ``kind``:
         on SQL Server through ``heads.jobs``, which shows each caller the jobs they requested
         (heads_admin every job), as SSMS does."""
+        query = self.listing_query(state=state, kind=kind)
+        with self.store.engine.connect() as c:
+            rows = c.execute(query).all()
+        return typed_frame(rows, query.selected_columns)
+
+    def listing_query(self, *, state: str | None = None, kind: str | None = None):
+        """The SELECT of :meth:`listing`."""
         jobs = s.job_queue if self.store.is_sqlite else _jobs_view()
         query = select(jobs).order_by(jobs.c.job_id.desc())
         if check_state(state) is not None:
             query = query.where(jobs.c.state == state)
         if check_kind(kind) is not None:
             query = query.where(jobs.c.kind == kind)
-        with self.store.engine.connect() as c:
-            rows = c.execute(query).all()
-        return typed_frame(rows, query.selected_columns)
+        return query
 
     def count(self) -> int:
         """Jobs in the queue, of every state."""

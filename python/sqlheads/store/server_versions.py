@@ -1,40 +1,114 @@
-"""A new version and its deployment on SQL Server, through ``heads.add_version`` (issue 19,
-point 2; sql/0006/internal/add_version.sql).
+"""A new version and its deployment on SQL Server, through ``heads.add_version``
+(sql/0007/internal/add_version.sql), and a teacher's soft labels through
+``heads.store_soft_labels``.
 
-The sidecar's login holds EXECUTE on that procedure and no INSERT on ``models`` or
-``deployments``, nor DELETE on ``predictions``: the procedure numbers, inserts, deploys and
-re-scores in one transaction with its owner's rights. The column names are the schema's, never
-a caller's; every value is a bound parameter.
+Neither the sidecar's login nor an analyst's holds INSERT on ``models``, ``deployments``,
+``teachers`` or ``soft_labels``: the procedures write with their owner's rights, scoped to the
+job the sidecar holds (``store.claim``; heads_admin's own calls pass none). ``heads.add_version``
+takes the head's lock, asks Python for the deploy decision against the version deployed now
+(the policy is the job's, or the caller's), numbers, inserts, deploys and re-scores in one
+transaction. The column names are the schema's, never a caller's; every value is a bound
+parameter, and a ``varbinary(max)`` one is bound through a typed variable: a NULL sent untyped
+arrives as varchar, which SQL Server will not convert implicitly (Msg 257; mssql-python #458).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import LargeBinary, bindparam, text
 
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Model, Store
 
 # The models columns a caller passes (the procedure numbers the version; the rest it makes).
 COLUMNS = tuple(c.name for c in s.models.c if c.name not in ("model_id", "version", "created_at"))
-_ADD_VERSION = text(
-    "SET NOCOUNT ON; DECLARE @model_id int; EXEC heads.add_version "
-    + ", ".join(f"@{name} = :{name}" for name in COLUMNS)
-    + ", @deploy_reason = :deploy_reason, @model_id = @model_id OUTPUT; "
-    "SELECT @model_id AS model_id"
+_BINARY = tuple(c for c in COLUMNS if isinstance(s.models.c[c].type, LargeBinary))
+ADD_VERSION = text(
+    "SET NOCOUNT ON; DECLARE @model_id int, @deployed bit, @previous_macro_f1 float; "
+    + "".join(f"DECLARE @{c} varbinary(max) = CONVERT(varbinary(max), :{c}); " for c in _BINARY)
+    + "EXEC heads.add_version @job_id = :job_id, @worker = :worker, @deploy = :deploy, "
+    + ", ".join(f"@{c} = @{c}" if c in _BINARY else f"@{c} = :{c}" for c in COLUMNS)
+    + ", @model_id = @model_id OUTPUT, @deployed = @deployed OUTPUT, "
+    "@previous_macro_f1 = @previous_macro_f1 OUTPUT; "
+    "SELECT @model_id AS model_id, @deployed AS deployed, @previous_macro_f1 AS previous_macro_f1"
+).bindparams(*(bindparam(c, type_=LargeBinary) for c in _BINARY))
+
+# #soft_labels is the procedure's input (sql/0007/internal/store_soft_labels.sql reads it).
+SOFT_LABELS_STAGE = "#soft_labels"
+SOFT_LABELS_COLUMNS = {"item_key": f"nvarchar({s.KEY_LENGTH})", "logits": "varbinary(max)"}
+_STAGE_SOFT_LABELS = text(
+    f"CREATE TABLE {SOFT_LABELS_STAGE} ("
+    + ", ".join(f"{name} {kind} NOT NULL" for name, kind in SOFT_LABELS_COLUMNS.items())
+    + ")"
+)
+INSERT_SOFT_LABEL = text(
+    f"INSERT INTO {SOFT_LABELS_STAGE} (item_key, logits) "
+    "VALUES (:item_key, CONVERT(varbinary(max), :logits))"
+).bindparams(bindparam("logits", type_=LargeBinary))
+STORE_SOFT_LABELS = text(
+    "SET NOCOUNT ON; DECLARE @teacher_id int; "
+    "EXEC heads.store_soft_labels @job_id = :job_id, @worker = :worker, @teacher = :teacher, "
+    "@set_id = :set_id, @classes_json = :classes_json, @model_id = :model_id, "
+    "@teacher_id = @teacher_id OUTPUT; "
+    f"DROP TABLE {SOFT_LABELS_STAGE}; "
+    "SELECT @teacher_id AS teacher_id"
 )
 
 
-def add_version(store: Store, values: dict[str, Any], deploy_reason: str | None) -> Model:
-    """Store a version and, given ``deploy_reason``, deploy it, in heads.add_version's one
-    transaction."""
+def _claim(store: Store) -> dict[str, Any]:
+    claim = store.claim
+    return (
+        {"job_id": None, "worker": None}
+        if claim is None
+        else {
+            "job_id": claim.job_id,
+            "worker": claim.worker,
+        }
+    )
+
+
+def add_version(
+    store: Store, values: dict[str, Any], deploy: str | None
+) -> tuple[Model, bool, float | None]:
+    """Store a version and deploy it if ``heads.add_version`` decides to (policy ``deploy``,
+    or the held job's own): the version, whether it was deployed, and the macro-F1 of the
+    version deployed when it decided (None: none)."""
     unknown = sorted(set(values) - set(COLUMNS))
     if unknown:
         raise ValueError(f"heads.add_version has no parameter(s) {', '.join(unknown)}")
     # NumPy scalars (a trained row's figures) as Python numbers: text() binds them as given.
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
-    arguments = dict.fromkeys(COLUMNS) | plain | {"deploy_reason": deploy_reason}
+    arguments = dict.fromkeys(COLUMNS) | plain | _claim(store) | {"deploy": deploy}
     with store.engine.begin() as connection:
-        model_id = connection.execute(_ADD_VERSION, arguments).scalar_one()
-    return store.model_by_id(int(model_id))
+        row = connection.execute(ADD_VERSION, arguments).one()
+    previous = None if row.previous_macro_f1 is None else float(row.previous_macro_f1)
+    return store.model_by_id(int(row.model_id)), bool(row.deployed), previous
+
+
+def store_soft_labels(
+    store: Store,
+    name: str,
+    set_id: int,
+    classes_json: str,
+    rows: list[dict[str, Any]],
+    model_id: int | None,
+) -> int:
+    """Create teacher ``name`` or replace its soft labels (``rows``: item_key, logits), in
+    ``heads.store_soft_labels``' one transaction; the teacher_id."""
+    with store.engine.begin() as connection:
+        connection.execute(_STAGE_SOFT_LABELS)
+        if rows:
+            connection.execute(INSERT_SOFT_LABEL, rows)
+        return int(
+            connection.execute(
+                STORE_SOFT_LABELS,
+                _claim(store)
+                | {
+                    "teacher": name,
+                    "set_id": set_id,
+                    "classes_json": classes_json,
+                    "model_id": model_id,
+                },
+            ).scalar_one()
+        )

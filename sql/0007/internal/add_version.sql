@@ -12,7 +12,7 @@
 -- heads.assert_job_held) and may write only versions of that job's head or of its teacher
 -- (the head plus heads.settings' teacher.suffix), on that job's set, naming only that set's
 -- teacher of the same name; the deploy policy is the job's own. heads_admin passes @job_id NULL
--- and its own @deploy.
+-- and its own @deploy. @previous_macro_f1: the deployed version's, decided against (NULL: none).
 -- Errors: 50012, 50016, 50072, and those of heads.replace_predictions.
 CREATE OR ALTER PROCEDURE heads.add_version
     @job_id int,
@@ -42,7 +42,8 @@ CREATE OR ALTER PROCEDURE heads.add_version
     @baseline_seconds float,
     @baseline_skipped nvarchar(400),
     @model_id int OUTPUT,
-    @deployed bit OUTPUT
+    @deployed bit OUTPUT,
+    @previous_macro_f1 float OUTPUT
 AS
 BEGIN
     SET NOCOUNT ON;
@@ -58,7 +59,6 @@ BEGIN
     DECLARE @lock_timeout_ms int;
     DECLARE @version int;
     DECLARE @deployed_model_id int;
-    DECLARE @deployed_macro_f1 float;
     DECLARE @reason nvarchar(200);
     DECLARE @error_number int = 0;
     DECLARE @error_message nvarchar(2048);
@@ -114,8 +114,9 @@ BEGIN
     FROM heads.deployments AS d
     WHERE d.head = @head
     ORDER BY d.deployment_id DESC;
-    SELECT @deployed_macro_f1 = m.macro_f1 FROM heads.models AS m WHERE m.model_id = @deployed_model_id;
-    INSERT INTO #decide (new_macro_f1, deployed_macro_f1) VALUES (@macro_f1, @deployed_macro_f1);
+    SET @previous_macro_f1 = NULL;
+    SELECT @previous_macro_f1 = m.macro_f1 FROM heads.models AS m WHERE m.model_id = @deployed_model_id;
+    INSERT INTO #decide (new_macro_f1, deployed_macro_f1) VALUES (@macro_f1, @previous_macro_f1);
     INSERT INTO #decided (deploy, deploy_reason)
     EXEC heads.decide_run
         @deploy = @policy,

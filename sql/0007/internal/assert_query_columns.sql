@@ -49,7 +49,7 @@ BEGIN
     BEGIN
         SET @message = CONCAT(
             N'the ', @what, N' query must return columns ', @needed, N'; it is missing ',
-            @missing, N' (it returned: ', COALESCE(LEFT(@returned, 1000), N'nothing'),
+            @missing, N' (it returned: ', COALESCE(@returned, N'nothing'),
             N'): alias them, e.g. SELECT id AS item_key, ...'
         );
         THROW 50003, @message, 1;
