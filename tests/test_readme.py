@@ -1,4 +1,4 @@
-"""What the README promises a new user about installing and speed matches what is measured."""
+"""What the README and the site promise a new user: the install CI runs, and blocks that run."""
 
 from __future__ import annotations
 
@@ -43,18 +43,7 @@ def test_ci_runs_the_readme_install_and_test_commands_in_a_new_venv():
     assert "\nonnxruntime==" in pinned and "\ntorch==" not in pinned
 
 
-def test_demo_quotes_the_encode_benchmark_figure_not_a_best_case():
-    headline = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    measured = re.search(
-        r"^\| encode \| Rotten Tomatoes rows/s, 2 threads: .*? \| (\d[\d,]*) vs", headline, re.M
-    )
-    assert measured, "the encode headline row of docs/benchmarks.md moved"
-    demo = " ".join(_section("Demo").split())  # line breaks do not matter
-    assert f"{measured.group(1)} rows/s for the encoder alone" in demo
-    assert "about 800 rows/s" not in demo
-
-
-# -- the README's shell blocks, run in order on a fresh directory (issue 20) -------------------
+# -- the shell blocks of the README and of the site's pages, run in order (issue 20) -----------
 
 SHELL_BLOCK = re.compile(r"^```(bash|sh)\n(.*?)^```", re.M | re.S)
 # Blocks this test cannot run here, by a phrase they contain, and why.
@@ -69,7 +58,39 @@ NOT_HERE = {
     "python -m bench": "a benchmark, measured in bench/",
     "python3 -m bench": "a benchmark, measured in bench/",
 }
-BLOCKS = [(README.count("\n", 0, m.start()) + 1, m.group(2)) for m in SHELL_BLOCK.finditer(README)]
+
+
+def _pages() -> list[str]:
+    """The README, then every page of the site in the order of its navigation."""
+    import yaml
+
+    found: list[str] = []
+
+    def walk(entry: object) -> None:
+        if isinstance(entry, str):
+            found.append(f"docs/{entry}")
+        elif isinstance(entry, dict):
+            for value in entry.values():
+                walk(value)
+        elif isinstance(entry, list):
+            for value in entry:
+                walk(value)
+
+    walk(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    return ["README.md", *found]
+
+
+def _blocks() -> list[tuple[str, int, str]]:
+    """(page, line, block) of every shell block, pages in reading order."""
+    found = []
+    for page in _pages():
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for match in SHELL_BLOCK.finditer(text):
+            found.append((page, text.count("\n", 0, match.start()) + 1, match.group(2)))
+    return found
+
+
+BLOCKS = _blocks()
 
 
 def _why_not(block: str) -> str | None:
@@ -82,42 +103,59 @@ def _why_not(block: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def readme_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("readme")
+def docs_dir(tmp_path_factory) -> Path:
+    """One directory for every page: the README's demo and quick start serve all of them."""
+    return tmp_path_factory.mktemp("docs")
 
 
-@pytest.mark.parametrize(("line", "block"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
-def test_readme_shell_block_runs_as_written(readme_dir: Path, line: int, block: str):
+def _already_run(page: str, line: int, block: str) -> str | None:
+    """Where an identical block ran before this one (Getting started repeats the README's)."""
+    for other_page, other_line, other in BLOCKS:
+        if (other_page, other_line) == (page, line):
+            return None
+        if other == block and _why_not(other) is None:
+            return f"{other_page} line {other_line}"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("page", "line", "block"), BLOCKS, ids=[f"{page}:{line}" for page, line, _ in BLOCKS]
+)
+def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block: str):
     """Each block runs with bash -e in one directory, after the blocks above it, with the
-    project's sqlheads first on PATH and SQLHEADS_SAMPLE_ROWS=2000 to keep it to minutes."""
+    project's sqlheads first on PATH and SQLHEADS_SAMPLE_ROWS=2000 to keep it to minutes. A
+    page starts from a fresh shell: an `export` holds for the blocks below it on its page."""
     reason = _why_not(block)
     if reason is not None:
-        pytest.skip(f"README.md line {line}: {reason}")
+        pytest.skip(f"{page} line {line}: {reason}")
+    if (ran := _already_run(page, line, block)) is not None:
+        pytest.skip(f"{page} line {line}: the same block ran at {ran}")
     env = os.environ | {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "SQLHEADS_SAMPLE_ROWS": "2000",
     }
     env.pop("SQLHEADS_URL", None)
-    exports = readme_dir / ".exports"  # a block's `export` holds for the blocks below it
-    script = f"set -e\n[ -f .exports ] && . ./.exports\n{block}\nexport -p > .exports\n"
+    exports = docs_dir / f".exports-{page.replace('/', '-')}"  # this page's shell
+    shell = exports.name
+    script = f"set -e\n[ -f {shell} ] && . ./{shell}\n{block}\nexport -p > {shell}\n"
     completed = subprocess.run(
         ["bash", "-c", script],
-        cwd=readme_dir,
+        cwd=docs_dir,
         env=env,
         capture_output=True,
         text=True,
         timeout=900,
     )
-    assert completed.returncode == 0, f"README.md line {line}:\n{completed.stderr[-3000:]}"
+    assert completed.returncode == 0, f"{page} line {line}:\n{completed.stderr[-3000:]}"
     assert exports.exists()
     assert "Traceback" not in completed.stderr
 
 
-def _sqlheads_commands() -> list[tuple[int, list[str]]]:
-    """(line, arguments) of every ``sqlheads`` command in the README's shell blocks, the skipped
-    ones included; continuation lines joined, comments, ``&`` and ``VAR=value`` prefixes dropped."""
+def _sqlheads_commands() -> list[tuple[str, list[str]]]:
+    """(where, arguments) of every ``sqlheads`` command in the shell blocks, the skipped ones
+    included; continuation lines joined, comments, ``&`` and ``VAR=value`` prefixes dropped."""
     found = []
-    for fence, block in BLOCKS:
+    for page, fence, block in BLOCKS:
         command, first = "", 0
         for offset, text in enumerate(block.splitlines(), start=fence + 1):
             command, first = command + " " + text.removesuffix("\\"), first or offset
@@ -127,12 +165,12 @@ def _sqlheads_commands() -> list[tuple[int, list[str]]]:
             while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
                 words = words[1:]
             if words and words[0] == "sqlheads":
-                found.append((first, [w for w in words[1:] if w != "&"]))
+                found.append((f"{page} line {first}", [w for w in words[1:] if w != "&"]))
             command, first = "", 0
     return found
 
 
-def test_every_sqlheads_command_in_the_readme_names_a_verb_and_options_that_exist():
+def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist():
     """The blocks a CPU cannot run (a GPU sidecar, SQL Server) are at least commands the CLI
     accepts: each is parsed as ``sqlheads`` would parse it, without running it."""
     import typer.main
@@ -141,12 +179,12 @@ def test_every_sqlheads_command_in_the_readme_names_a_verb_and_options_that_exis
 
     group = typer.main.get_command(app)
     commands = _sqlheads_commands()
-    assert len(commands) > 40, "the README's sqlheads commands were not found"
-    for line, arguments in commands:
+    assert len(commands) > 40, "the shell blocks' sqlheads commands were not found"
+    for where, arguments in commands:
         context = group.context_class(group, info_name="sqlheads")
         try:  # the group's own options (its base's parse_args: no verb is run), then the verb's
             rest = super(type(group), group).parse_args(context, list(arguments))
             name, verb, rest = group.resolve_command(context, rest)
             verb.make_context(name, rest, parent=context)
         except Exception as error:  # typer's own copy of click raises its own usage errors
-            pytest.fail(f"README.md line {line}: sqlheads {' '.join(arguments)}: {error!r}")
+            pytest.fail(f"{where}: sqlheads {' '.join(arguments)}: {error!r}")

@@ -1,6 +1,7 @@
-"""What a parser alone cannot see: the README's procedure reference against the procedures'
-parameters and defaults, the error numbers, and every table and column the T-SQL names against
-the one schema metadata (and the Python contract's column tuples)."""
+"""What a parser alone cannot see: the procedure reference (docs/reference/procedures.md)
+against the procedures' parameters and defaults, the error numbers (docs/reference/errors.md),
+and every table and column the T-SQL names against the one schema metadata (and the Python
+contract's column tuples)."""
 
 from __future__ import annotations
 
@@ -25,21 +26,14 @@ from sqlheads.store import schema, server_versions
 PUBLIC = sorted(
     (p for p in sqlheads_sql.object_files() if p.parent.name == "procedures"), key=lambda p: p.stem
 )
-README = (ROOT / "README.md").read_text()
+PROCEDURES = (ROOT / "docs" / "reference" / "procedures.md").read_text()
+ERROR_TABLE = (ROOT / "docs" / "reference" / "errors.md").read_text()
 
 
-def _block(text: str) -> str:
-    return text[text.index("<!-- sqlserver:begin -->") : text.index("<!-- sqlserver:end -->")]
-
-
-# The README's SQL Server reference.
-BLOCK = _block(README)
-
-
-def readme_reference() -> dict[str, list[tuple[str, str, str | None]]]:
-    """``{procedure: [(parameter, type, default or None)]}`` from the README's tables."""
+def documented_reference() -> dict[str, list[tuple[str, str, str | None]]]:
+    """``{procedure: [(parameter, type, default or None)]}`` from the reference's tables."""
     found: dict[str, list[tuple[str, str, str | None]]] = {}
-    for section in re.split(r"^#### ", BLOCK, flags=re.M)[1:]:
+    for section in re.split(r"^## ", PROCEDURES, flags=re.M)[1:]:
         name = re.match(r"`heads\.(\w+)`", section)
         if not name:
             continue
@@ -50,14 +44,14 @@ def readme_reference() -> dict[str, list[tuple[str, str, str | None]]]:
     return found
 
 
-def test_readme_documents_every_procedure_and_nothing_else() -> None:
-    assert set(readme_reference()) == {p.stem for p in PUBLIC}
+def test_the_reference_documents_every_procedure_and_nothing_else() -> None:
+    assert set(documented_reference()) == {p.stem for p in PUBLIC}
 
 
 @pytest.mark.parametrize("path", PUBLIC, ids=lambda p: p.stem)
-def test_readme_parameters_match_the_procedure(path: Path) -> None:
+def test_documented_parameters_match_the_procedure(path: Path) -> None:
     actual = [(p.name, p.type, p.default) for p in procedure_parameters(path)]
-    assert readme_reference()[path.stem] == actual
+    assert documented_reference()[path.stem] == actual
 
 
 def test_python_decides_every_default() -> None:
@@ -128,7 +122,7 @@ def test_python_decides_every_default() -> None:
 
 
 def test_every_error_number_is_documented() -> None:
-    documented = {int(n) for n in re.findall(r"^\| (5\d{4}) \|", BLOCK, re.M)}
+    documented = {int(n) for n in re.findall(r"^\| (5\d{4}) \|", ERROR_TABLE, re.M)}
     thrown = set()
     for path in [ROOT / "sql" / "setup.sql", *sqlheads_sql.object_files()]:
         thrown |= {int(n) for n in re.findall(r"THROW\s+(5\d{4})", path.read_text())}

@@ -43,42 +43,91 @@ class Setting:
     choices: tuple[str, ...] = ()
     minimum: int | None = None
     maximum: int | None = None
+    about: str = ""  # what it decides, for the settings reference (docs/reference/settings.md)
 
 
 SETTINGS: dict[str, Setting] = {
-    "encoder": Setting(DEFAULT_ENCODER),
-    "long_text": Setting(LONG_TEXT_MODES[0], choices=LONG_TEXT_MODES),
-    "deploy": Setting(DEFAULT_DEPLOY, choices=DEPLOY_POLICIES),
-    # Measured on the 2-core build machine (README, "A 10M-row table"): a fresh Python costs
-    # ~0.65 s to import this module and ~0.55 s to load the cached encoder, against ~6.3 s of
-    # encoding for 1000 short texts: 1000 rows keep ~16 % overhead and lose little to a failure.
-    "embed.batch_rows": Setting(1000, minimum=1, maximum=1_000_000),
-    "embed.batch_size": Setting(32, minimum=1, maximum=4096),
+    "encoder": Setting(DEFAULT_ENCODER, about="The encoder of a new set when none is named."),
+    "long_text": Setting(
+        LONG_TEXT_MODES[0],
+        choices=LONG_TEXT_MODES,
+        about="A new set's treatment of texts past the encoder's max length: pooled windows "
+        "or the first window only.",
+    ),
+    "deploy": Setting(
+        DEFAULT_DEPLOY,
+        choices=DEPLOY_POLICIES,
+        about="Whether train and distill deploy the version they make.",
+    ),
+    # Measured on the 2-core build machine (docs/guides/dba.md, "A 10M-row table"): a fresh
+    # Python costs ~0.65 s to import this module and ~0.55 s to load the cached encoder, against
+    # ~6.3 s of encoding for 1000 short texts: 1000 rows keep ~16 % overhead and lose little to
+    # a failure.
+    "embed.batch_rows": Setting(
+        1000,
+        minimum=1,
+        maximum=1_000_000,
+        about="Rows per committed batch of embed (on SQL Server: one Python call each).",
+    ),
+    "embed.batch_size": Setting(
+        32, minimum=1, maximum=4096, about="Texts per encoder call inside a batch."
+    ),
     # SQL Server's predict batches (the embedded host reads its chunks without a process start):
     # ~0.43 s of start-up against ~0.18 s of scoring for 10,000 rows, ~1.1 s for 100,000.
-    "predict.batch_rows": Setting(100_000, minimum=1, maximum=1_000_000),
-    "drop_set.batch_rows": Setting(50_000, minimum=1, maximum=1_000_000),
-    "lock_timeout_ms": Setting(600_000, minimum=0, maximum=86_400_000),
-    "reason.by_hand": Setting(REASON_BY_HAND),
-    # distill: soft labels given as a query are stored as teacher HEAD + this suffix unless
-    # the call names one; predict: the model kinds that read raw text (engine/kinds.py).
-    "teacher.suffix": Setting("_teacher"),
-    "predict.text_kinds": Setting(
-        ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text")
+    "predict.batch_rows": Setting(
+        100_000, minimum=1, maximum=1_000_000, about="Rows per batch of heads.predict."
     ),
-    "reason.roll_back": Setting(REASON_ROLL_BACK),
+    "drop_set.batch_rows": Setting(
+        50_000, minimum=1, maximum=1_000_000, about="Rows deleted per batch of heads.drop_set."
+    ),
+    "lock_timeout_ms": Setting(
+        600_000,
+        minimum=0,
+        maximum=86_400_000,
+        about="How long a verb waits for another session's lock on its set or head (then 50016).",
+    ),
+    "reason.by_hand": Setting(
+        REASON_BY_HAND, about="The reason a deployment made by deploy records."
+    ),
+    "teacher.suffix": Setting(
+        "_teacher", about="Soft labels given as a query are stored as teacher HEAD + this."
+    ),
+    "predict.text_kinds": Setting(
+        ",".join(name for name, kind in kinds.KINDS.items() if kind.reads == "text"),
+        about="The model kinds that read the rows' text instead of stored vectors "
+        "(engine/kinds.py).",
+    ),
+    "reason.roll_back": Setting(
+        REASON_ROLL_BACK, about="The reason a deployment made by roll-back records."
+    ),
     # The sidecar's job queue (store/jobs.py, sidecar/, heads.request_*). A sidecar beats
     # every heartbeat_seconds; a running job whose beat is older than stale_after_seconds (a
     # sidecar killed, a machine gone) is claimable again; a job fails for good after
     # max_attempts claims. An idle sidecar polls every poll_seconds.
-    "jobs.heartbeat_seconds": Setting(10, minimum=1, maximum=3600),
-    "jobs.stale_after_seconds": Setting(120, minimum=1, maximum=86_400),
-    "jobs.max_attempts": Setting(3, minimum=1, maximum=100),
-    "jobs.poll_seconds": Setting(5, minimum=1, maximum=3600),
-    # An embed request is split into this many parts by key range (one per sidecar).
-    "embed.parts": Setting(1, minimum=1, maximum=64),
-    # Who embeds in an embed job: auto = PyTorch on a GPU, the set's ONNX graph on a CPU.
-    "embed.engine": Setting(EMBED_ENGINES[0], choices=EMBED_ENGINES),
+    "jobs.heartbeat_seconds": Setting(
+        10, minimum=1, maximum=3600, about="A running job's heartbeat period."
+    ),
+    "jobs.stale_after_seconds": Setting(
+        120,
+        minimum=1,
+        maximum=86_400,
+        about="A running job whose last beat is older is claimable again (its sidecar died).",
+    ),
+    "jobs.max_attempts": Setting(
+        3, minimum=1, maximum=100, about="Claims of a job before it fails for good."
+    ),
+    "jobs.poll_seconds": Setting(
+        5, minimum=1, maximum=3600, about="How often an idle sidecar looks for work."
+    ),
+    "embed.parts": Setting(
+        1, minimum=1, maximum=64, about="Jobs an embed request is split into, by key range."
+    ),
+    "embed.engine": Setting(
+        EMBED_ENGINES[0],
+        choices=EMBED_ENGINES,
+        about="Who embeds in an embed job: auto is PyTorch on a GPU, the set's ONNX graph on "
+        "a CPU.",
+    ),
 }
 
 

@@ -1,0 +1,104 @@
+"""The documentation: a README that is a front door, a site that builds strict, references
+generated from the code, and figures that match the files the benchmarks wrote."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository root: bench/
+
+from bench import quotes  # noqa: E402
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _references():
+    spec = importlib.util.spec_from_file_location("references", ROOT / "docs/hooks/references.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_site_builds_strict(tmp_path):
+    """A broken link or anchor, a page left out of the navigation, or a generated reference
+    that differs from the code fails the build (mkdocs.yml: strict, validation, hooks)."""
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert (tmp_path / "guides" / "dba" / "index.html").exists()
+
+
+def test_generated_references_match_the_code():
+    """The CLI, error, procedure and settings references are what the code makes now."""
+    references = _references()
+    assert references.stale() == [], f"run {references.FIX}"
+
+
+def test_the_readme_is_a_front_door():
+    assert len(README.splitlines()) <= 300
+    for section in ("Install", "Demo", "Quick start", "Tests", "What it does", "Headline figures"):
+        assert f"\n## {section}\n" in README, section
+
+
+def test_deploying_to_a_server_and_the_roles_are_within_two_clicks_of_the_readme():
+    """README -> the DBA's guide, whose Permissions section says what each role may do."""
+    assert "(docs/guides/dba.md)" in README and "(docs/guides/dba.md#permissions)" in README
+    dba = (ROOT / "docs/guides/dba.md").read_text(encoding="utf-8")
+    assert "## Deploying to an existing server" in dba and "## Permissions" in dba
+    permissions = dba[dba.index("## Permissions") :]
+    for role in ("heads_reader", "heads_analyst", "heads_admin", "heads_sidecar"):
+        assert f"| `{role}` |" in permissions, role
+
+
+def _table_rows(text: str, header: str) -> list[list[str]]:
+    """The rows of the Markdown table whose header line is ``header``, as cells."""
+    start = text.index(header)
+    rows = []
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_the_readme_headline_figures_are_the_benchmarks_own():
+    """Each row quotes a headline row of docs/benchmarks.json word for word, with the machine
+    that benchmark recorded (CPU, AVX-512 VNNI or not, cores, load)."""
+    results = quotes.results()
+    rows = _table_rows(README, "| benchmark | what | figure | machine |")
+    assert len(rows) >= 5
+    for benchmark, what, figure, machine in rows:
+        assert figure == quotes.headline(benchmark, what, results), (benchmark, what)
+        assert machine == quotes.machine_label(results[benchmark]["machine"]), (benchmark, what)
+
+
+def test_the_views_reference_names_every_column_of_every_view():
+    from sqlheads.store import schema
+
+    views = (ROOT / "docs/reference/views.md").read_text(encoding="utf-8")
+    documented = {row[0].strip("`"): row[1] for row in _table_rows(views, "| view | columns |")}
+    assert set(documented) == set(schema.VIEWS)
+    for name, build in schema.VIEWS.items():
+        columns = list(build().selected_columns.keys())
+        words = re.findall(r"\b(\w+)\b", documented[name].split(":")[0])
+        assert [word for word in words if word in columns] == columns, name
+
+
+@pytest.mark.parametrize("page", ["getting-started.md"])
+def test_getting_started_repeats_the_readme_install_exactly(page: str):
+    """The site's install block is the README's, which CI runs (tests/test_readme.py)."""
+    install = re.search(r"## Install\n\n```bash\n(.*?)```", README, re.S).group(1)
+    assert f"```bash\n{install}```" in (ROOT / "docs" / page).read_text(encoding="utf-8")
