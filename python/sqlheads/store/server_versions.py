@@ -8,31 +8,42 @@ job the sidecar holds (``store.claim``; heads_admin's own calls pass none). ``he
 takes the head's lock, asks Python for the deploy decision against the version deployed now
 (the policy is the job's, or the caller's), numbers, inserts, deploys and re-scores in one
 transaction. The column names are the schema's, never a caller's; every value is a bound
-parameter, and a ``varbinary(max)`` one is bound through a typed variable: a NULL sent untyped
-arrives as varchar, which SQL Server will not convert implicitly (Msg 257; mssql-python #458).
+parameter, but a ``varbinary(max)`` one that is None, which is written as NULL: a NULL sent
+untyped arrives as varchar, which SQL Server will not convert implicitly (Msg 257;
+mssql-python #458).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import LargeBinary, bindparam, text
+from sqlalchemy import LargeBinary, TextClause, bindparam, text
 
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Model, Store
 
 # The models columns a caller passes (the procedure numbers the version; the rest it makes).
 COLUMNS = tuple(c.name for c in s.models.c if c.name not in ("model_id", "version", "created_at"))
-_BINARY = tuple(c for c in COLUMNS if isinstance(s.models.c[c].type, LargeBinary))
-ADD_VERSION = text(
-    "SET NOCOUNT ON; DECLARE @model_id int, @deployed bit, @previous_macro_f1 float; "
-    + "".join(f"DECLARE @{c} varbinary(max) = CONVERT(varbinary(max), :{c}); " for c in _BINARY)
-    + "EXEC heads.add_version @job_id = :job_id, @worker = :worker, @deploy = :deploy, "
-    + ", ".join(f"@{c} = @{c}" if c in _BINARY else f"@{c} = :{c}" for c in COLUMNS)
-    + ", @model_id = @model_id OUTPUT, @deployed = @deployed OUTPUT, "
-    "@previous_macro_f1 = @previous_macro_f1 OUTPUT; "
-    "SELECT @model_id AS model_id, @deployed AS deployed, @previous_macro_f1 AS previous_macro_f1"
-).bindparams(*(bindparam(c, type_=LargeBinary) for c in _BINARY))
+BINARY = tuple(c for c in COLUMNS if isinstance(s.models.c[c].type, LargeBinary))
+
+
+def add_version_text(nulls: frozenset[str] = frozenset()) -> TextClause:
+    """The batch that calls heads.add_version. A ``varbinary(max)`` value that is None is
+    written as the literal NULL, never bound: a NULL bound untyped arrives as varchar, which
+    SQL Server will not convert to varbinary implicitly (Msg 257; mssql-python #458)."""
+    passed = ", ".join(f"@{c} = NULL" if c in nulls else f"@{c} = :{c}" for c in COLUMNS)
+    return text(
+        "SET NOCOUNT ON; DECLARE @model_id int, @deployed bit, @previous_macro_f1 float; "
+        "EXEC heads.add_version @job_id = :job_id, @worker = :worker, @deploy = :deploy, "
+        + passed
+        + ", @model_id = @model_id OUTPUT, @deployed = @deployed OUTPUT, "
+        "@previous_macro_f1 = @previous_macro_f1 OUTPUT; "
+        "SELECT @model_id AS model_id, @deployed AS deployed, "
+        "@previous_macro_f1 AS previous_macro_f1"
+    ).bindparams(*(bindparam(c, type_=LargeBinary) for c in BINARY if c not in nulls))
+
+
+ADD_VERSION = add_version_text()  # every value bound (a teacher's onnx is None: see above)
 
 # #soft_labels is the procedure's input (sql/0007/internal/store_soft_labels.sql reads it).
 SOFT_LABELS_STAGE = "#soft_labels"
@@ -42,9 +53,8 @@ _STAGE_SOFT_LABELS = text(
     + ", ".join(f"{name} {kind} NOT NULL" for name, kind in SOFT_LABELS_COLUMNS.items())
     + ")"
 )
-INSERT_SOFT_LABEL = text(
-    f"INSERT INTO {SOFT_LABELS_STAGE} (item_key, logits) "
-    "VALUES (:item_key, CONVERT(varbinary(max), :logits))"
+INSERT_SOFT_LABEL = text(  # logits are never NULL (NOT NULL): always bound as bytes
+    f"INSERT INTO {SOFT_LABELS_STAGE} (item_key, logits) VALUES (:item_key, :logits)"
 ).bindparams(bindparam("logits", type_=LargeBinary))
 STORE_SOFT_LABELS = text(
     "SET NOCOUNT ON; DECLARE @teacher_id int; "
@@ -80,8 +90,11 @@ def add_version(
     # NumPy scalars (a trained row's figures) as Python numbers: text() binds them as given.
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
     arguments = dict.fromkeys(COLUMNS) | plain | _claim(store) | {"deploy": deploy}
+    nulls = frozenset(c for c in BINARY if arguments[c] is None)
+    for column in nulls:
+        del arguments[column]
     with store.engine.begin() as connection:
-        row = connection.execute(ADD_VERSION, arguments).one()
+        row = connection.execute(add_version_text(nulls), arguments).one()
     previous = None if row.previous_macro_f1 is None else float(row.previous_macro_f1)
     return store.model_by_id(int(row.model_id)), bool(row.deployed), previous
 
