@@ -30,8 +30,9 @@ HEAD, SET, LABELS = "bench_head", "bench_set", "bench_labels"
 def run(out_dir: Path, scale: str = "full") -> Section:
     import pandas as pd
 
-    from sqlheads import datasets, encoders, host
+    from sqlheads import datasets, host
     from sqlheads.store.repository import Store
+    from sqlheads.verbs import encoders
 
     size = SIZES[scale]
     reviews = seeded_subsample(datasets.rotten_tomatoes(), size["rt_rows"])

@@ -32,9 +32,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlalchemy import delete
 
     from bench.common import seeded_subsample
-    from sqlheads import datasets, encoders, host, procedures
+    from sqlheads import datasets, host, procedures
     from sqlheads.store import schema
     from sqlheads.store.repository import Store
+    from sqlheads.verbs import encoders
 
     size = SIZES[scale]
     reviews = seeded_subsample(datasets.rotten_tomatoes(), size["rt_rows"])

@@ -16,7 +16,7 @@ import os
 import sqlheads_sql
 from sqlalchemy import Engine, create_engine, text
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.store.repository import Store
 
 SIDECAR_LOGIN = "heads_sidecar_login"
@@ -98,7 +98,7 @@ def main() -> None:
             connection.exec_driver_sql(batch)
     store = Store.from_url(os.environ["SQLHEADS_MSSQL_URL"])
     print(host.init(store))
-    encoder = encoders.register_encoder(store)
+    encoder = host.register_encoder(store)
     print(f"default encoder {encoder.name} ({encoder.sha256[:12]}) registered")
     password = os.environ.get("SIDECAR_PASSWORD")
     if password:

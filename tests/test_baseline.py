@@ -212,7 +212,7 @@ def test_report_draws_the_version_beside_its_baseline(store: Store, tmp_path):
 
 
 def test_a_version_below_its_baseline_on_long_texts_is_told_the_long_text_path(rt_sample):
-    from sqlheads import baselines
+    from sqlheads.verbs import baselines
 
     stored = {
         "baseline_accuracy": 0.899,

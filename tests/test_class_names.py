@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sqlheads import procedures
+from sqlheads.compute.train import train
 from sqlheads.errors import ClassNameError
 
 
@@ -30,11 +30,11 @@ def labelled(classes: list[str]) -> pd.DataFrame:
 @pytest.mark.parametrize("bad", [".hidden", "trailing.", "very..good"])
 def test_train_refuses_a_class_name_for_json_path_cannot_hold(bad: str) -> None:
     with pytest.raises(ClassNameError) as refused:
-        procedures.train(labelled(["fine", bad]), dim=8, epochs=1)
+        train(labelled(["fine", bad]), dim=8, epochs=1)
     assert refused.value.number == 50073
     assert repr(bad) in str(refused.value) and "rename" in str(refused.value)
 
 
 def test_train_keeps_class_names_with_single_inner_dots() -> None:
-    out = procedures.train(labelled(["very.good", "bad"]), dim=8, epochs=1)
+    out = train(labelled(["very.good", "bad"]), dim=8, epochs=1)
     assert out.iloc[0]["classes_json"] == '["bad", "very.good"]'

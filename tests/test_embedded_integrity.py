@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from sqlheads import host, procedures, settings
+from sqlheads.compute import columns
 from sqlheads.errors import QueryNotAllowedError, QueryShapeError, SqlheadsError
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
@@ -70,7 +71,7 @@ def test_a_duplicated_key_is_rejected_whole_the_same_on_every_run(store: Store, 
     assert result["unchanged"] == 3 and result["rows_read"] == 5
     with store.engine.connect() as c:
         reason = c.execute(select(schema.rejects.c.reason)).scalar_one()
-    assert reason == procedures.DUPLICATE_KEY
+    assert reason == columns.DUPLICATE_KEY
 
 
 def test_a_key_that_becomes_duplicated_loses_its_stale_vector(store: Store):
@@ -87,9 +88,7 @@ def test_a_key_that_becomes_duplicated_loses_its_stale_vector(store: Store):
 def test_the_procedure_rejects_every_copy_of_a_key_with_one_row():
     frame = pd.DataFrame({"item_key": ["k", "k", "k"], "text": ["x", "y", "z"]})
     output = procedures.embed(frame, encoder_sha256="not-needed-nothing-to-embed")
-    assert output[["item_key", "reject_reason"]].values.tolist() == [
-        ["k", procedures.DUPLICATE_KEY]
-    ]
+    assert output[["item_key", "reject_reason"]].values.tolist() == [["k", columns.DUPLICATE_KEY]]
 
 
 # -- 2. a refused embed changes nothing ----------------------------------------------------------
@@ -211,9 +210,7 @@ def test_a_head_is_not_dropped_under_a_predict(embedded: Store):
     takes it Exclusive: the versions a predict scores with are not deleted under it."""
     host.train(embedded, head="sentiment", set_name="reviews", labels=LABELS, deploy="always")
     url = embedded.engine.url.render_as_string(hide_password=False)
-    child, release, results = _start(
-        "predict", url, head="sentiment", set_name="reviews", batch_rows=100
-    )
+    child, release, results = _start("predict", url, head="sentiment", set_name="reviews")
     try:
         dropped = _cli(url, "drop-head", "--head", "sentiment", "--lock-timeout-ms", "0")
     finally:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select, text
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.errors import (
     EncoderMismatchError,
     InvalidNameError,
@@ -25,6 +25,7 @@ from sqlheads.errors import (
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
+from sqlheads.verbs import encoders
 
 
 def _count(store: Store, table, **where) -> int:

@@ -17,7 +17,7 @@ import onnx
 import pytest
 from transformers import GPT2Config, RobertaConfig, RobertaModel, XLMRobertaConfig
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.engine import catalog, export
 from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
 from sqlheads.errors import (
@@ -27,6 +27,7 @@ from sqlheads.errors import (
     NotFoundError,
     UnsupportedEncoderError,
 )
+from sqlheads.verbs import encoders
 
 MPNET = catalog.CATALOG["all-mpnet-base-v2"]
 needs_mpnet = pytest.mark.skipif(

@@ -12,7 +12,8 @@ import pytest
 import torch
 from sqlalchemy import func, select, text, update
 
-from sqlheads import encoders, host, procedures
+from sqlheads import host, procedures
+from sqlheads.compute import columns
 from sqlheads.engine.heads import HeadClassifier, HeadParams, default_hidden
 from sqlheads.errors import (
     DimensionMismatchError,
@@ -29,6 +30,7 @@ from sqlheads.errors import (
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
+from sqlheads.verbs import encoders
 
 LABELS = "SELECT item_key, label FROM reviews"
 
@@ -261,15 +263,15 @@ def test_procedure_contract_train_then_predict_on_dataframes():
         (f"k{i}", label, (centres[label] + 0.1 * rng.normal(size=8)).astype("<f4").tobytes())
         for i, label in enumerate(["a", "b", "c"] * 30)
     ]
-    frame = pd.DataFrame(rows, columns=list(procedures.TRAIN_INPUT))
+    frame = pd.DataFrame(rows, columns=list(columns.TRAIN_INPUT))
     trained = procedures.train(frame, dim=8, epochs=40)
-    assert list(trained.columns) == list(procedures.TRAIN_OUTPUT)
+    assert list(trained.columns) == list(columns.TRAIN_OUTPUT)
     row = trained.iloc[0]
     assert row["accuracy"] == 1.0 and bool(row["deploy"])
     scored = procedures.predict(
         frame[["item_key", "vector"]], model_sha256=row["sha256"], model_blob=row["blob"]
     )
-    assert list(scored.columns) == list(procedures.PREDICT_OUTPUT)
+    assert list(scored.columns) == list(columns.PREDICT_OUTPUT)
     assert (scored["label"].to_numpy() == frame["label"].to_numpy()).all()
 
 

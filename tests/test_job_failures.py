@@ -12,12 +12,12 @@ import torch
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
-from sqlheads import encoders
 from sqlheads.cli import app
 from sqlheads.errors import BusyError, QueryShapeError, SingleClassError, SqlheadsError
 from sqlheads.sidecar.requests import request_embed, request_teacher
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
+from sqlheads.verbs import encoders
 
 runner = CliRunner()
 PARAMS = {"source": "SELECT item_key, text FROM nowhere", "engine": "onnx"}

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.engine import kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.text_classifier import PARITY_TOLERANCE
 from sqlheads.store.repository import Store
+from sqlheads.verbs import encoders
 
 CLASSES = ["negative", "positive"]
 

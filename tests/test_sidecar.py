@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.errors import DeviceUnavailableError, JobStateError
 from sqlheads.sidecar.requests import cancel_job, jobs, request_embed
@@ -24,6 +24,7 @@ from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
+from sqlheads.verbs import encoders
 
 SOURCE = "SELECT item_key, text FROM reviews"
 DIM = 384  # all-MiniLM-L6-v2

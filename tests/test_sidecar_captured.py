@@ -13,13 +13,14 @@ import pandas as pd
 import pytest
 from sqlalchemy import select, update
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.errors import InvalidParameterError, JobOwnerError
 from sqlheads.sidecar.requests import cancel_job, jobs, request_embed, request_teacher
 from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
+from sqlheads.verbs import encoders
 
 SOURCE = "SELECT item_key, text FROM reviews"
 

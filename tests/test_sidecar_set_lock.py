@@ -18,7 +18,7 @@ from sqlheads.store.repository import Store
 SOURCE = "SELECT item_key, text FROM reviews"
 
 
-def _embed_part(url: str, job_id: int, work_dir: str, paused, release, results) -> None:
+def _embed_part(url: str, job_id: int, paused, release, results) -> None:
     """The sidecar's embed part in a process of its own, waiting after its first committed
     batch until the test releases it."""
 
@@ -30,7 +30,7 @@ def _embed_part(url: str, job_id: int, work_dir: str, paused, release, results) 
     try:
         summary = run_embed(
             Store.from_url(url), job_id=job_id, set_name="parts", device=None,
-            work_dir=work_dir, progress=progress, source=SOURCE, engine="onnx", batch_rows=10,
+            progress=progress, source=SOURCE, engine="onnx", batch_rows=10,
         )  # fmt: skip
         results.put(("ok", summary))
     except Exception as error:  # reported to the test, which names it when it fails
@@ -38,16 +38,14 @@ def _embed_part(url: str, job_id: int, work_dir: str, paused, release, results) 
 
 
 def test_a_set_dropped_between_two_batches_of_an_embed_part_is_not_made_again(
-    store: Store, rt_sample: pd.DataFrame, tmp_path
+    store: Store, rt_sample: pd.DataFrame
 ) -> None:
     rt_sample.head(40)[["item_key", "text"]].to_sql("reviews", store.engine, index=False)
     job_id = request_embed(store, set_name="parts", source=SOURCE, engine="onnx")["job_ids"][0]
     url = store.engine.url.render_as_string(hide_password=False)
     context = multiprocessing.get_context("spawn")
     paused, release, results = context.Event(), context.Event(), context.Queue()
-    part = context.Process(
-        target=_embed_part, args=(url, job_id, str(tmp_path), paused, release, results)
-    )
+    part = context.Process(target=_embed_part, args=(url, job_id, paused, release, results))
     part.start()
     try:
         assert paused.wait(600), "the embed part never wrote its first batch"

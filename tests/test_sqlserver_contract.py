@@ -18,7 +18,7 @@ from sqlserver_tsql import (
     strip_comments_and_strings,
 )
 
-from sqlheads import procedures
+from sqlheads.compute.columns import DISTILL_OUTPUT, EMBED_OUTPUT, PREDICT_OUTPUT, TRAIN_OUTPUT
 from sqlheads.errors import ERRORS
 from sqlheads.store import schema, server_versions
 
@@ -216,11 +216,9 @@ def test_view_columns_are_the_metadata_views(name: str) -> None:
 
 def test_staging_tables_carry_the_python_contract() -> None:
     sources = {p.stem: strip_comments_and_strings(p.read_text()) for p in PUBLIC}
-    assert list(temp_tables(sources["embed"])["#embed_output"]) == list(procedures.EMBED_OUTPUT)
+    assert list(temp_tables(sources["embed"])["#embed_output"]) == list(EMBED_OUTPUT)
     # #version: what Python returns, plus a student's teacher_accuracy (NULL for a head)
     trained = list(temp_tables(sources["train"])["#version"])
-    assert trained[: len(procedures.TRAIN_OUTPUT)] == list(procedures.TRAIN_OUTPUT)
-    assert list(temp_tables(sources["distill"])["#version"]) == list(procedures.DISTILL_OUTPUT)
-    assert list(temp_tables(sources["predict"])["#predict_output"]) == list(
-        procedures.PREDICT_OUTPUT
-    )
+    assert trained[: len(TRAIN_OUTPUT)] == list(TRAIN_OUTPUT)
+    assert list(temp_tables(sources["distill"])["#version"]) == list(DISTILL_OUTPUT)
+    assert list(temp_tables(sources["predict"])["#predict_output"]) == list(PREDICT_OUTPUT)

@@ -16,6 +16,7 @@ import pytest
 from sqlserver_tsql import ExternalCall, external_calls, input_columns
 
 from sqlheads import procedures, settings, sqlserver
+from sqlheads.compute import columns
 from sqlheads.store.vectors import pack_rows
 
 CALLS = {call.path.stem: call for call in external_calls()}
@@ -28,12 +29,12 @@ VERBS = {
     "soft_labels_run": "soft_labels",
 }
 INPUTS = {
-    "embed": procedures.EMBED_INPUT,
-    "train": procedures.TRAIN_INPUT,
-    "predict": procedures.PREDICT_INPUT,
-    "decide": procedures.DECIDE_INPUT,
-    "distill": procedures.DISTILL_INPUT + ("text", "vector"),
-    "soft_labels": procedures.SOFT_LABELS_INPUT,
+    "embed": columns.EMBED_INPUT,
+    "train": columns.TRAIN_INPUT,
+    "predict": columns.PREDICT_INPUT,
+    "decide": columns.DECIDE_INPUT,
+    "distill": columns.DISTILL_INPUT + ("text", "vector"),
+    "soft_labels": columns.SOFT_LABELS_INPUT,
 }
 OUTPUTS = {verb: function[1] for verb, function in procedures.SQL_SERVER_VERBS.items()}
 # WITH RESULT SETS types -> the Python type sql_server_call must hand over for them
@@ -307,14 +308,14 @@ def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
     rejected = sqlserver.typed_frame(
         pd.DataFrame(
             [("a", None, None, None, "text is NULL"), ("b", None, None, None, "text is empty")],
-            columns=list(procedures.EMBED_OUTPUT),
+            columns=list(columns.EMBED_OUTPUT),
         ),
         sqlserver.RESULT_TYPES["embed"],
     )
     assert_typed(rejected, "embed")
     assert list(rejected["vector"]) == [b"", b""] and list(rejected["windows"]) == [0, 0]
     empty = sqlserver.typed_frame(
-        pd.DataFrame(columns=list(procedures.PREDICT_OUTPUT)), sqlserver.RESULT_TYPES["predict"]
+        pd.DataFrame(columns=list(columns.PREDICT_OUTPUT)), sqlserver.RESULT_TYPES["predict"]
     )
     assert empty.empty and str(empty["score"].dtype) == "float64"
 
@@ -322,9 +323,10 @@ def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
 @pytest.mark.slow
 def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     """The bytes are sent once (50009 retry), then the server-side cache answers by sha256."""
-    from sqlheads import encoders, host
+    from sqlheads import host
     from sqlheads.engine import encoder as encoder_module
     from sqlheads.store.repository import Store
+    from sqlheads.verbs import encoders
 
     store = Store.from_url(f"sqlite:///{tmp_path / 'store.db'}")
     host.init(store)
@@ -339,7 +341,7 @@ def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
         {
             "item_key": ["1", "2", "3"],
             "text": texts,
-            "stored_sha256": [procedures.text_sha256(texts[0]), None, None],
+            "stored_sha256": [columns.text_sha256(texts[0]), None, None],
         }
     )
     arguments = dict(encoder_sha256=encoder.sha256, long_text="WINDOW", batch_size=32)

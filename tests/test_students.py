@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select
 
-from sqlheads import encoders, host, procedures
+from sqlheads import host, procedures
+from sqlheads.compute import columns
 from sqlheads.engine import kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.evaluation import stratified_split
@@ -37,6 +38,7 @@ from sqlheads.errors import (
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
+from sqlheads.verbs import encoders
 
 LABELS = "SELECT item_key, label FROM reviews"
 SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
@@ -312,7 +314,7 @@ def test_procedures_distill_takes_one_frame_as_sql_server_would(rt_sample):
     out = procedures.distill(
         frame, student="head", teacher_classes_json='["negative", "positive"]', dim=8
     )
-    assert list(out.columns) == list(procedures.DISTILL_OUTPUT) and len(out) == 1
+    assert list(out.columns) == list(columns.DISTILL_OUTPUT) and len(out) == 1
     row = out.iloc[0]
     assert row["kind"] == "head" and row["accuracy"] > 0.9 and row["teacher_accuracy"] > 0.9
     assert kinds.model_kind("head").load(row["blob"]).classes_ == ["negative", "positive"]

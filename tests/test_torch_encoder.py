@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from sqlheads import datasets, encoders, host
+from sqlheads import datasets, host
 from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.heads import HeadClassifier, HeadParams
@@ -30,6 +30,7 @@ from sqlheads.errors import (
     PrecisionUnavailableError,
 )
 from sqlheads.store.repository import Store
+from sqlheads.verbs import encoders
 
 CPU = torch.device("cpu")
 MAX_LENGTH = 64  # short windows: long texts become several of them, and the CPU stays quick

@@ -57,7 +57,8 @@ class TooFewRowsError(SqlheadsError):
 
 
 class MissingEmbeddingsError(SqlheadsError):
-    """Labels or keys that have no stored vector in the set."""
+    """Labels or keys that have no stored vector in the set, or a labels query that returned
+    no (labelled) rows at all."""
 
     number = 50006
 
@@ -285,6 +286,13 @@ class ClassNameError(SqlheadsError):
     number = 50073
 
 
+class InternalError(SqlheadsError):
+    """A failure inside sqlheads that is none of the above (a bug), as SQL Server's door
+    returns it rather than letting it escape as error 39004 without a number."""
+
+    number = 50090
+
+
 def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
     """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
     for ok, name, allowed in checks:
@@ -337,6 +345,7 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     StoredQueryOwnerError,
     JobScopeError,
     ClassNameError,
+    InternalError,
 )
 
 

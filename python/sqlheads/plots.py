@@ -1,4 +1,4 @@
-"""``sqlheads plot``: PNGs in the style of ``sqlheads report`` (issue 20, point 5).
+"""``sqlheads plot``: PNGs in the style of ``sqlheads report``, for slides and tickets.
 
 - ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
   the deployed one starred), from ``model_summary``;
@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads import caller_rows, procedures
+from sqlheads.compute.columns import EMBED_INPUT
+from sqlheads.compute.predict import predict
 from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.report import pyplot
 from sqlheads.store.repository import Model, Store
+from sqlheads.verbs.rows import text_source
 
 SAMPLE_ROWS = 256  # rows scored per version to measure rows/s
 SIZE = (6.4, 4.4)  # as report.py's figures
@@ -160,14 +162,14 @@ def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
     if kind.reads == "vector":
         sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
     else:
-        # the set's stored query, for its author alone (caller_rows.stored_source)
-        source = caller_rows.text_source(store, embedding_set, None)
-        sample = next(store.run_query(source, procedures.EMBED_INPUT, "source", SAMPLE_ROWS))
+        # the set's stored query, for its author alone (verbs.rows.stored_source)
+        source = text_source(store, embedding_set, None)
+        sample = next(source.chunks(EMBED_INPUT, "source", SAMPLE_ROWS))
     blob = store.model_blob(model.model_id)
     arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
-    procedures.predict(sample.head(2), **arguments)  # load once, outside the timing
+    predict(sample.head(2), **arguments)  # load once, outside the timing
     started = time.perf_counter()
-    procedures.predict(sample, **arguments)
+    predict(sample, **arguments)
     seconds = time.perf_counter() - started
     return {
         "version": model.version,

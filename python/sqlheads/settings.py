@@ -77,6 +77,14 @@ SETTINGS: dict[str, Setting] = {
     "predict.batch_rows": Setting(
         100_000, minimum=1, maximum=1_000_000, about="Rows per batch of heads.predict."
     ),
+    # A teacher's blob is ~438 MB (MPNet), a head's far smaller (compute/model_cache.py).
+    "predict.model_cache_bytes": Setting(
+        1 << 30,
+        minimum=0,
+        maximum=1 << 40,
+        about="Blob bytes of the models predict keeps loaded between chunks, least recently "
+        "used dropped first; the model used last always stays.",
+    ),
     "drop_set.batch_rows": Setting(
         50_000, minimum=1, maximum=1_000_000, about="Rows deleted per batch of heads.drop_set."
     ),

@@ -1,7 +1,7 @@
 """How a verb's output crosses into SQL Server through ``sp_execute_external_script``.
 
 Each verb's result set is declared once here, column name -> Python type
-(:data:`RESULT_TYPES`): :mod:`sqlheads.procedures` derives its output columns from it, and a
+(:data:`RESULT_TYPES`): :mod:`sqlheads.compute.columns` derives the output columns from it, and a
 test holds every ``WITH RESULT SETS`` clause of ``sql/`` to it. :func:`typed_frame` gives an
 output exactly those types, :func:`sql_server_parameters` makes the scalars SQL Server hands
 over what Python expects, and :func:`server_cache_dir` picks the runtime's encoder cache.

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from sqlheads import encoders as encoder_registry
 from sqlheads import host
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, options, run
@@ -41,7 +40,7 @@ def register_encoder(
 
     def action() -> dict[str, Any]:
         store = open_store()
-        encoder = encoder_registry.register_encoder(
+        encoder = host.register_encoder(
             store,
             name=name,
             model=model,
@@ -77,7 +76,7 @@ def encoders() -> None:
             )
         )
 
-    run(lambda: encoder_registry.encoders(open_store()), "encoders", render)
+    run(lambda: host.encoders(open_store()), "encoders", render)
 
 
 @app.command()
@@ -118,11 +117,7 @@ def drop_set(
 ) -> None:
     """Delete a set's vectors, rejects and predictions (refused while heads use it)."""
 
-    def action() -> dict[str, Any]:
-        open_store().drop_set(set_name)
-        return {"set": set_name, "dropped": True}
-
-    run(action, "drop-set")
+    run(lambda: host.drop_set(open_store(), set_name=set_name), "drop-set")
 
 
 @app.command()

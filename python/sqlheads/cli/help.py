@@ -1,4 +1,4 @@
-"""How the command line's help reads (issue 20, point 4).
+"""How the command line's help reads: what a flag takes, and nothing it does not.
 
 Typer 0.29 shows a value type beside every option, ``<bool>`` too, which reads as if a flag
 took a value (``--json <bool>``); a flag takes none, so none is shown.

@@ -276,7 +276,7 @@ def drop_head(
 ) -> None:
     """Delete a head: its versions, deployments and predictions."""
     run(
-        lambda: {"head": head, "versions_dropped": open_store().drop_head(head, lock_timeout_ms)},
+        lambda: host.drop_head(open_store(), head=head, lock_timeout_ms=lock_timeout_ms),
         "drop-head",
     )
 

@@ -10,7 +10,13 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from rich.logging import RichHandler
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from sqlheads.cli.app import console, options
 
@@ -57,9 +63,9 @@ class ProgressLines:
 class ProgressBar:
     """A Rich progress bar on a terminal; Python warnings print above it, not into it."""
 
-    def __init__(self, bar: Progress, label: str) -> None:
+    def __init__(self, bar: Progress, label: str, unit: str) -> None:
         self.bar = bar
-        self.task_id = bar.add_task(label, total=None)
+        self.task_id = bar.add_task(label, total=None, unit=unit)
 
     def __call__(self, done: int, total: int | None) -> None:
         self.bar.update(self.task_id, advance=done, total=total)
@@ -69,7 +75,7 @@ class ProgressBar:
 
     def task(self, label: str, unit: str) -> ProgressBar:
         """Another step of the same command: a second bar under the first."""
-        return ProgressBar(self.bar, label)
+        return ProgressBar(self.bar, label, unit)
 
 
 @contextmanager
@@ -92,9 +98,10 @@ def showing_progress(
             "[progress.description]{task.description}",
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
             TimeRemainingColumn(),
             console=console,
         ) as bar:
-            yield ProgressBar(bar, label)
+            yield ProgressBar(bar, label, unit)
     finally:
         logging.getLogger().removeHandler(handler)

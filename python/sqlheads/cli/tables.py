@@ -1,4 +1,4 @@
-"""Tables that fit the terminal (issue 20, point 2).
+"""Tables that fit the terminal, at 80 columns as at 200.
 
 Rich squeezes every column of a table too wide for the terminal until headers read ``jo…`` and
 names ``all-Mini…``. Instead, each listing names its columns from the most to the least
@@ -101,7 +101,7 @@ REGISTERED = (
     Column("parity_cosine", "parity cosine", 5),
 )
 _DEPLOYED = Column("is_deployed", "deployed", 2, lambda r: "yes" if r["is_deployed"] else "")
-BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline (issue 21)
+BELOW_BASELINE = " ▼"  # after the accuracy of a version below its TF-IDF baseline: worth a look
 _ACCURACY = Column(
     "accuracy",
     "accuracy",

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 # Bounded features: IMDB's 20,000 training reviews hold ~1.3M word 1-2 grams; the 100,000 most
-# frequent keep the accuracy (bench/, issue 21) at a fraction of the memory.
+# frequent keep the accuracy (bench students) at a fraction of the memory.
 MAX_FEATURES = 100_000
 NGRAMS = (1, 2)
 MIN_DF = 2

@@ -46,7 +46,7 @@ def stratified_split(
             f"{test_fraction:.0%} split: label more rows or change --test-fraction"
         )
     # scikit-learn is imported here, not at module level: SQL Server starts a fresh Python for
-    # every predict batch, which must not pay for importing it (issue 10, point 18).
+    # every predict batch, which must not pay for importing it.
     from sklearn.model_selection import train_test_split
 
     order = np.argsort(keys, kind="stable")

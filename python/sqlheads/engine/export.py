@@ -304,7 +304,8 @@ class _PreprocessingAdvice(logging.Filter):
 
 @contextmanager
 def without_preprocessing_advice() -> Iterator[None]:
-    """Quantise without onnxruntime's advice to pre-process (issue 20)."""
+    """Quantise without onnxruntime's advice to pre-process (:class:`_PreprocessingAdvice`:
+    the graph is optimised already, and the user can do nothing with it)."""
     advice = _PreprocessingAdvice()
     logging.getLogger().addFilter(advice)
     try:

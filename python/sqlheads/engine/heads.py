@@ -58,7 +58,7 @@ FAST_BATCH_SIZE = 512
 # The fast recipe's least fall of the validation loss (nats) that counts as an improvement. On
 # separable classes the loss falls by ever fewer millionths for as long as it is let (100k x 384,
 # 2 classes: 17 epochs where 3 reach 100 %); on overlapping ones (2, 10, 50 classes) 0.002 ended
-# fits an epoch or three sooner at the same held-out accuracy (issue 16, bench train).
+# fits an epoch or three sooner at the same held-out accuracy (bench train).
 TOL = 2e-3
 
 

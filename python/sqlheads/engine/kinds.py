@@ -45,10 +45,8 @@ class StudentOptions:
     distill: DistillParams
     batch_size: int
     seed: int = 0
-    hidden: int | None = None  # head
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
-    threads: int | None = None
     student_model: str | None = None  # encoder student: catalogue model or HF directory
     max_length: int | None = None
     max_steps: int | None = None
@@ -126,7 +124,7 @@ def _distil_head(
         classes,
         logits,
         gold,
-        head=HeadParams(hidden=o.hidden, seed=o.seed),
+        head=HeadParams(seed=o.seed),
         distill=o.distill,
         on_epoch=o.epoch_hook(),
     )
@@ -145,7 +143,6 @@ def _distil_word_student(
         tokenizer_json=o.tokenizer_json,
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
-        threads=o.threads,
         on_epoch=o.epoch_hook(),
     )
 

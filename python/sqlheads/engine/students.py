@@ -204,7 +204,6 @@ class WordStudent(FittedTextStudent):
         tokenizer_json: str,
         encoder_onnx: bytes | None = None,
         distill: DistillParams | None = None,
-        threads: int | None = None,
         on_epoch: Callable[[int, float], None] | None = None,
     ) -> WordStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
@@ -228,23 +227,17 @@ class WordStudent(FittedTextStudent):
             padded, mask = tokens.pad([ids[i] for i in rows])
             return torch.from_numpy(padded), torch.from_numpy(mask)
 
-        previous = torch.get_num_threads()
-        if threads:
-            torch.set_num_threads(threads)
-        try:
-            self.loss_curve_ = fit_student(
-                net,
-                batch_inputs,
-                np.asarray(teacher_logits, dtype=np.float32),
-                np.asarray(gold),
-                distill,
-                epochs=distill.epochs or DEFAULT_EPOCHS,
-                lr=distill.lr or DEFAULT_LR,
-                lengths=np.array([len(s) for s in ids]),
-                on_epoch=on_epoch,
-            )
-        finally:
-            torch.set_num_threads(previous)
+        self.loss_curve_ = fit_student(
+            net,
+            batch_inputs,
+            np.asarray(teacher_logits, dtype=np.float32),
+            np.asarray(gold),
+            distill,
+            epochs=distill.epochs or DEFAULT_EPOCHS,
+            lr=distill.lr or DEFAULT_LR,
+            lengths=np.array([len(s) for s in ids]),
+            on_epoch=on_epoch,
+        )
         self.classes_ = [str(c) for c in classes]
         self.n_parameters_ = int(sum(t.numel() for t in net.parameters()))
         self.onnx_ = self._export(net, tokens, tokenizer_json)

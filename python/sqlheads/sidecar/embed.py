@@ -1,29 +1,32 @@
 """The sidecar's embed job: one part (a key range) of an embed request.
 
 The rows are those the request captured for this part (:mod:`sqlheads.store.job_inputs`),
-with the requester's permissions: the sidecar never runs the caller's source query (issue 19),
-it only records it as the set's source query, with the requester as its author. The request
-decided which part holds a row, and a part embeds exactly its captured rows: it does not
-compare keys against its range again, since the request may have cut them in another order
-(``heads.request_embed`` compares in BIN2, UTF-16 code units with trailing spaces ignored;
-Python compares code points: supplementary characters and trailing spaces sort differently).
-Hashing, rejects and writes are :func:`sqlheads.host.embed_rows`, the code ``sqlheads embed``
-runs, so a set embedded in N parts holds exactly the vectors a plain embed gives.
+with the requester's permissions: the sidecar never runs the caller's source query, which
+would run with the sidecar's rights; it only records it as the set's source query, with the
+requester as its author. The request decided which part holds a row, and a part embeds exactly
+its captured rows: it does not compare keys against its range again, since the request may have
+cut them in another order (``heads.request_embed`` compares in BIN2, UTF-16 code units with
+trailing spaces ignored; Python compares code points: supplementary characters and trailing
+spaces sort differently). Hashing, rejects and writes are
+:func:`sqlheads.verbs.embed.embed_rows`, the code ``sqlheads embed`` runs, so a set embedded in
+N parts holds exactly the vectors a plain embed gives.
 
 Parts of one set run at once on different sidecars, so a part does not hold the set's lock for
 its whole run (``sqlheads embed`` does, and would shut the other parts out), only while it
-writes a batch. Parts write
-disjoint keys, each batch in its own transaction; a part whose set does not exist yet creates
-it, and a part that loses that race uses the set the winner created.
+writes a batch. Parts write disjoint keys, each batch in its own transaction; a part whose set
+does not exist yet creates it, and a part that loses that race uses the set the winner created.
+A part keeps nothing in its work folder: one claimed again after a kill resumes from what it
+wrote, since embedding skips the rows whose stored text hash is unchanged.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlheads import host, settings
+from sqlheads import settings
 from sqlheads.store.repository import Store
+from sqlheads.verbs.embed import embed_rows
+from sqlheads.verbs.rows import RowSource
 
 if TYPE_CHECKING:
     from sqlheads.sidecar.progress import JobProgress  # contract 2
@@ -55,7 +58,6 @@ def run_embed(
     job_id: int,
     set_name: str,
     device: Any,
-    work_dir: Path,
     progress: JobProgress,
     source: str,
     key_from: str | None = None,
@@ -65,14 +67,8 @@ def run_embed(
     engine: str = "auto",
     batch_rows: int | None = None,
     batch_size: int | None = None,
-    threads: int | None = None,
 ) -> dict[str, Any]:
-    """Embed the source rows of ``[key_from, key_to)`` into the set; the embed summary.
-
-    ``work_dir`` holds nothing: an interrupted part resumes from what it already wrote,
-    since embedding skips rows whose stored text hash is unchanged.
-    """
-    del work_dir
+    """Embed the captured rows of ``[key_from, key_to)`` into the set; the embed summary."""
     model = embed_model(store, encoder, set_name, engine, device)
     scanned = 0
 
@@ -82,19 +78,17 @@ def run_embed(
         progress(scanned, total, None)
 
     progress(0, None, f"embedding {set_name} [{key_from or '…'}, {key_to or '…'})")
-    summary = host.embed_rows(
+    summary = embed_rows(
         store,
         set_name=set_name,
-        source=source,
+        rows=RowSource(store, source, job_id=job_id),  # the rows captured, never the query
         encoder=encoder,
         long_text=long_text,
         batch_rows=batch_rows,
         batch_size=batch_size,
-        threads=threads,
         progress=on_rows,
         stage=lambda label: progress(scanned, None, label),
         model=model,
-        captured_job_id=job_id,
     )
     return summary | {
         "key_from": key_from,

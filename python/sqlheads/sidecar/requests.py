@@ -3,8 +3,9 @@
 The same verbs and parameters as ``heads.request_embed``, ``heads.request_teacher``,
 ``heads.cancel_job`` and the ``heads.jobs`` view on SQL Server. A request runs the caller's
 queries once, now, with the caller's own permissions, and captures their rows with the job
-(:mod:`sqlheads.store.job_inputs`): the sidecar reads those rows and never runs a caller's query
-(issue 19). The query texts stay in the parameters as the record of what was asked.
+(:mod:`sqlheads.store.job_inputs`): the sidecar reads those rows and never runs a caller's query,
+which would run with the sidecar's rights. The query texts stay in the parameters as the record
+of what was asked.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from sqlheads import caller_rows, encoders, host, procedures, settings
-from sqlheads.class_names import refuse_unnamable_classes
+from sqlheads import settings
+from sqlheads.compute.columns import (
+    EMBED_INPUT,
+    present,
+    refuse_duplicate_keys,
+    refuse_unnamable_classes,
+)
 from sqlheads.engine.catalog import CATALOG
 from sqlheads.engine.text_classifier import model_directory
 from sqlheads.errors import SingleClassError
@@ -23,6 +29,9 @@ from sqlheads.store import job_inputs
 from sqlheads.store.jobs import JobQueue, in_range, split_keys
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import Store, validate_name
+from sqlheads.verbs.embed import check_embedding_set
+from sqlheads.verbs.encoders import resolve_encoder
+from sqlheads.verbs.rows import READ_ROWS, RowSource, text_source
 
 
 def request_embed(
@@ -50,14 +59,12 @@ def request_embed(
     parts = settings.bounded("embed.parts", parts)
     batch_rows = settings.bounded("embed.batch_rows", batch_rows)
     batch_size = settings.bounded("embed.batch_size", batch_size)
-    existing = host.check_embedding_set(store, set_name, encoder, long_text)
-    frames = list(store.run_query(source, procedures.EMBED_INPUT, "source", 10_000))
+    existing = check_embedding_set(store, set_name, encoder, long_text)
+    frames = list(store.run_query(source, EMBED_INPUT, "source", READ_ROWS))
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["item_key"])
     keys = required_keys(rows["item_key"], "source")  # NULL: 50003, as heads.request_embed does
     rows["item_key"] = keys
-    chosen = (
-        store.encoder(existing.encoder_id) if existing else encoders.resolve_encoder(store, encoder)
-    )
+    chosen = store.encoder(existing.encoder_id) if existing else resolve_encoder(store, encoder)
     parameters = {
         "source": source,
         "encoder": chosen.name,
@@ -93,28 +100,26 @@ def request_teacher(
     students): the parameters checked and completed by the teacher job itself, and what the
     job would fail on checked now (:func:`check_teacher_request`)."""
     validate_name("head", head)
-    source = caller_rows.text_source(store, store.require_set(set_name), source)
+    texts = text_source(store, store.require_set(set_name), RowSource.optional(store, source))
     from sqlheads.sidecar.teacher import validate_teacher_request  # imports transformers: lazily
 
     given = {key: value for key, value in knobs.items() if value is not None}
-    parameters = validate_teacher_request({"labels": labels, "source": source, **given})
-    labelled = caller_rows.read_labels(store, labels)
+    parameters = validate_teacher_request({"labels": labels, "source": texts.query, **given})
+    labelled = RowSource(store, labels).labels()
     check_teacher_request(store, parameters, labelled)
-    procedures.refuse_duplicate_keys(labelled["item_key"].tolist())
-    captured = job_inputs.teacher_rows(labelled, caller_rows.read_texts(store, source))
+    refuse_duplicate_keys(labelled["item_key"].tolist())
+    captured = job_inputs.teacher_rows(labelled, texts.texts())
     (job,) = JobQueue(store).enqueue("teacher", set_name, parameters, head=head, inputs=[captured])
     return {"job_id": job.job_id, "head": head, "set": set_name, "parameters": parameters}
 
 
 def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd.DataFrame) -> None:
     """Refuse now a teacher job that could only fail: labels (read by
-    :func:`caller_rows.read_labels`, which refuses NULL keys with 50003) of fewer than two
+    :meth:`RowSource.labels`, which refuses NULL keys with 50003) of fewer than two
     classes (50004), and, on SQLite (whose sidecar runs on this machine), a model that is not
     installed (50041) or not a model directory (50012). A server's sidecar runs elsewhere:
     there the job fails at its first attempt instead."""
-    classes = sorted(
-        {str(v) for v in labelled["label"][procedures.present(labelled["label"], "text")]}
-    )
+    classes = sorted({str(v) for v in labelled["label"][present(labelled["label"], "text")]})
     refuse_unnamable_classes(classes)  # the teacher's classes name its soft-label columns
     if len(classes) < 2:
         raise SingleClassError(

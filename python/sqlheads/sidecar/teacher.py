@@ -1,27 +1,30 @@
-"""The teacher job's work function (the sidecar's ``teacher`` kind; contract 1 of issue 9).
+"""The teacher job's work function (the sidecar's ``teacher`` kind).
 
 ``run_teacher`` fine-tunes a transformer teacher on a set's labelled rows, stores it as a
 version of ``<head>_teacher`` (kind ``teacher``: never the analysts' head), writes its logits
 for every row of the set's source as soft labels (teachers.model_id names that version), then
-distils each requested student into a new version of ``<head>`` through ``host.distill``, as
-``sqlheads distill --teacher`` would. The held-out rows are those ``train`` and ``distill`` hold
-out (same labels, same seed, same fraction): neither the teacher nor a student learns from them.
-Each finished stage is noted in ``work_dir``, so a job claimed again after a kill resumes from
-the teacher's checkpoint and does not store a stage twice.
+distils each requested student into a new version of ``<head>`` through
+:func:`sqlheads.verbs.distill.distill`, as ``sqlheads distill --teacher`` would. The held-out
+rows are those ``train`` and ``distill`` hold out (same labels, same seed, same fraction):
+neither the teacher nor a student learns from them. Each finished stage is noted in
+``work_dir``, so a job claimed again after a kill resumes from the teacher's checkpoint and does
+not store a stage twice.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sqlheads import caller_rows, host, procedures, settings
+from sqlheads import settings
+from sqlheads.compute.columns import no_labelled_rows
+from sqlheads.compute.versions import version_row
 from sqlheads.engine import kinds
 from sqlheads.errors import (
     InvalidParameterError,
@@ -29,10 +32,14 @@ from sqlheads.errors import (
     QueryShapeError,
     UnknownKindError,
 )
-from sqlheads.sidecar.progress import JobProgress  # contract 2
-from sqlheads.store import job_inputs
-from sqlheads.store.repository import Store, validate_name
+from sqlheads.sidecar.progress import JobProgress
+from sqlheads.store.repository import EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
+from sqlheads.store.vectors import pack_rows
+from sqlheads.verbs.distill import distill
+from sqlheads.verbs.rows import RowSource
+from sqlheads.verbs.soft_labels import refuse_foreign_teacher
+from sqlheads.verbs.versions import record_version
 
 # The students a teacher job distils: those that read the rows' text, as the teacher does.
 STUDENTS = tuple(
@@ -126,111 +133,34 @@ def run_teacher(
     """Fine-tune, store the teacher version, its soft labels, then each student; the summary
     (JSON-serialisable) that becomes the job's result_json. The labels and texts are the rows
     the request captured (:mod:`sqlheads.store.job_inputs`): no caller's query runs here."""
-    from sqlheads.engine.evaluation import classification_metrics, stratified_split
-    from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
-    from sqlheads.store.vectors import pack_rows
-
     started = time.perf_counter()
     request = validate_teacher_request(parameters)
     validate_name("head", head)
     teacher_name = validate_name("teacher", f"{head}{settings.SETTINGS['teacher.suffix'].default}")
     embedding_set = store.require_set(set_name)
-    set_encoder = store.encoder(embedding_set.encoder_id)
     # Soft labels of another set under this name are refused before any work (50021).
-    caller_rows.refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
+    refuse_foreign_teacher(find_teacher(store, teacher_name), embedding_set)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
-    stages = _Stages(work_dir / STAGES)
-
-    labelled, texts = job_inputs.labels_and_texts(store, job_id)
-    # NULL or blank labels are unlabelled rows, as distill reads them: the same split.
-    labelled = labelled[procedures.present(labelled["label"], "text")].reset_index(drop=True)
-    keys = labelled["item_key"].tolist()
-    gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
-    if not keys:
-        raise QueryShapeError("the labels query returned no rows: check its WHERE clause")
-    lacking = [k for k in keys if not str(texts.get(k) or "").strip()]
-    if lacking:
-        raise MissingTextError(
-            f"{len(lacking)} labelled key(s) have no text (e.g. {lacking[0]!r}): make the "
-            "source query return their text"
-        )
-    train_rows, test_rows = stratified_split(
-        keys, gold, test_fraction=request["test_fraction"], seed=request["seed"]
+    job = _TeacherJob(
+        store=store,
+        head=head,
+        embedding_set=embedding_set,
+        teacher_name=teacher_name,
+        request=request,
+        captured=RowSource(store, request["labels"], job_id=job_id),
+        device=device,
+        work_dir=work_dir,
+        progress=progress,
+        started=started,
     )
+    stages = _Stages(work_dir / STAGES)
+    labelled, texts, split = job.labelled_rows()
     summary = stages.get("teacher")
     if summary is None:
-        knobs = TeacherParams(**{f.name: request[f.name] for f in fields(TeacherParams)})
-        progress(0, None, "teacher: loading")
-        teacher = TeacherClassifier(
-            request["model"], knobs, device=device, work_dir=work_dir / "teacher"
-        )
-        train_texts = [str(texts[k]) for k in np.asarray(keys, dtype=object)[train_rows]]
-        teacher.fit(
-            train_texts,
-            gold[train_rows].tolist(),
-            on_step=lambda done, total: progress(done, total, "teacher: fine-tuning"),
-        )
-        test_texts = [str(texts[k]) for k in np.asarray(keys, dtype=object)[test_rows]]
-        progress(0, len(test_texts), "teacher: held-out rows")
-        predicted = np.asarray(teacher.classes_)[teacher.logits(test_texts).argmax(axis=1)]
-        metrics = classification_metrics(gold[test_rows].astype(str), predicted, teacher.classes_)
-        soft_keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
-        soft = np.zeros((len(soft_keys), len(teacher.classes_)), dtype=np.float32)
-        for start in range(0, len(soft_keys), SOFT_LABEL_ROWS):
-            chunk = soft_keys[start : start + SOFT_LABEL_ROWS]
-            soft[start : start + len(chunk)] = teacher.logits([str(texts[k]) for k in chunk])
-            progress(start + len(chunk), len(soft_keys), "teacher: soft labels")
-        progress(0, None, "teacher: exporting")
-        graph, parity = teacher.export(train_texts)
-        result = teacher.result_
-        metrics |= {
-            "parity_max_abs_diff": parity,
-            "steps": result.steps,
-            "resumed_from_step": result.resumed_from,
-            "stopped_early": result.stopped_early,
-            "best_validation_loss": result.best_validation_loss,
-            "compiled": result.compiled,
-            "bf16": result.bf16,
-            "device": str(device),
-            "fine_tune_seconds": round(result.seconds, 3),
-            "blob_bytes": len(graph.to_bytes()),
-        }
-        teacher_head = teacher_name  # <head>_teacher: a head of its own, never the analysts'
-        # The head's lock is taken for the write alone, by the write itself (on SQL Server
-        # heads.add_version, which decides the deployment against the version deployed then):
-        # the version number cannot race another writer's, and hours of fine-tuning hold
-        # no lock that an analyst's deploy or train would wait 600 s for.
-        deployed = store.deployed_model(teacher_head)
-        version = host.record_version(
-            store,
-            teacher_head,
-            embedding_set,
-            set_encoder,
-            pd.Series(
-                _version_row(teacher, graph, metrics, request, (train_rows, test_rows), deployed)
-                | {"seconds": time.perf_counter() - started}
-            ),
-            request["deploy"],
-            {},
-        )
-        stored = store_soft_labels(
-            store,
-            teacher_name,
-            embedding_set.set_id,
-            teacher.classes_,
-            soft_keys,
-            pack_rows(soft),
-            model_id=version["model_id"],
-        )
-        summary = version | {
-            "teacher": stored.name,
-            "soft_labels": len(soft_keys),
-            "metrics": {k: v for k, v in metrics.items() if k != "per_class"},
-        }
+        summary = job.teacher(labelled, texts, split)
         stages.put("teacher", summary)
-        del teacher  # frees the teacher's memory (a GPU's) before the students
-        if getattr(device, "type", "cpu") == "cuda":
+        if getattr(device, "type", "cpu") == "cuda":  # the teacher is gone: free its memory
             import torch
 
             torch.cuda.empty_cache()
@@ -238,31 +168,7 @@ def run_teacher(
     for number, student in enumerate(request["students"]):
         done = stages.get(f"student:{student}")
         if done is None:
-            stage = f"student {number + 1}/{len(request['students'])}: {student}"
-            progress(0, None, stage)
-            extra: dict[str, Any] = {}
-            if student == "encoder":
-                extra = {
-                    "student_model": request["student_model"],
-                    "max_length": request["max_length"],
-                    "max_steps": request["max_steps"],
-                    "device": str(device),
-                    "work_dir": str(work_dir / "encoder_student"),
-                }
-            done = host.distill(
-                store,
-                head=head,
-                set_name=set_name,
-                labels=labelled,  # the captured rows, not the caller's queries
-                student=student,
-                teacher=teacher_name,
-                source=texts,
-                deploy=request["deploy"],
-                seed=request["seed"],
-                test_fraction=request["test_fraction"],
-                on_progress=lambda steps, total, stage=stage: progress(steps, total, stage),
-                **extra,
-            )
+            done = job.student(student, f"student {number + 1}/{len(request['students'])}")
             stages.put(f"student:{student}", done)
         students[student] = done
     progress(1, 1, "done")
@@ -275,36 +181,192 @@ def run_teacher(
     }
 
 
-def _version_row(teacher, graph, metrics, request, split, deployed):
-    """The teacher version as the row ``train`` and ``distill`` produce (TRAIN_OUTPUT)."""
-    import hashlib
+@dataclass(frozen=True)
+class _TeacherJob:
+    """One teacher job's context, and its stages: the teacher, then each student."""
 
-    from sqlheads.engine.teacher import TeacherParams
+    store: Store
+    head: str
+    embedding_set: EmbeddingSet
+    teacher_name: str  # <head>_teacher: a head of its own, never the analysts'
+    request: dict[str, Any]
+    captured: RowSource  # the labels and texts the request captured
+    device: Any
+    work_dir: Path
+    progress: JobProgress
+    started: float
 
-    train_rows, test_rows = split
-    blob = graph.to_bytes()
-    params = {f.name: request[f.name] for f in fields(TeacherParams)} | {
-        "model": request["model"],
-        "test_fraction": request["test_fraction"],
-    }
+    def labelled_rows(self) -> tuple[pd.DataFrame, dict[str, Any], tuple[np.ndarray, np.ndarray]]:
+        """The labelled rows (NULL or blank labels are unlabelled rows, as distill reads them),
+        every row's text, and the held-out split train and distill make of them."""
+        from sqlheads.engine.evaluation import stratified_split
+
+        labelled, texts = self.captured.labels(), self.captured.texts()
+        keys = labelled["item_key"].tolist()
+        if not keys:
+            raise no_labelled_rows()
+        lacking = [k for k in keys if not str(texts.get(k) or "").strip()]
+        if lacking:
+            raise MissingTextError(
+                f"{len(lacking)} labelled key(s) have no text (e.g. {lacking[0]!r}): make the "
+                "source query return their text"
+            )
+        gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
+        split = stratified_split(
+            keys, gold, test_fraction=self.request["test_fraction"], seed=self.request["seed"]
+        )
+        return labelled, texts, split
+
+    def teacher(
+        self,
+        labelled: pd.DataFrame,
+        texts: dict[str, Any],
+        split: tuple[np.ndarray, np.ndarray],
+    ) -> dict[str, Any]:
+        """Fine-tune the teacher, score the held-out rows and every row (its soft labels),
+        export it; store the version and the soft labels. The stage's summary."""
+        from sqlheads.engine.evaluation import classification_metrics
+        from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+
+        keys = np.asarray(labelled["item_key"].tolist(), dtype=object)
+        gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
+        train_rows, test_rows = split
+        knobs = TeacherParams(**{f.name: self.request[f.name] for f in fields(TeacherParams)})
+        self.progress(0, None, "teacher: loading")
+        teacher = TeacherClassifier(
+            self.request["model"], knobs, device=self.device, work_dir=self.work_dir / "teacher"
+        )
+        train_texts = [str(texts[k]) for k in keys[train_rows]]
+        teacher.fit(
+            train_texts,
+            gold[train_rows].tolist(),
+            on_step=lambda done, total: self.progress(done, total, "teacher: fine-tuning"),
+        )
+        test_texts = [str(texts[k]) for k in keys[test_rows]]
+        self.progress(0, len(test_texts), "teacher: held-out rows")
+        predicted = np.asarray(teacher.classes_)[teacher.logits(test_texts).argmax(axis=1)]
+        metrics = classification_metrics(gold[test_rows].astype(str), predicted, teacher.classes_)
+        soft_keys, soft = self._soft_labels(teacher, texts)
+        self.progress(0, None, "teacher: exporting")
+        graph, parity = teacher.export(train_texts)
+        blob = graph.to_bytes()
+        metrics |= _fine_tuning_metrics(teacher, parity, self.device, blob)
+        version = self._store_version(teacher, blob, metrics, split)
+        stored = store_soft_labels(
+            self.store,
+            self.teacher_name,
+            self.embedding_set.set_id,
+            teacher.classes_,
+            soft_keys,
+            pack_rows(soft),
+            model_id=version["model_id"],
+        )
+        return version | {
+            "teacher": stored.name,
+            "soft_labels": len(soft_keys),
+            "metrics": {k: v for k, v in metrics.items() if k != "per_class"},
+        }
+
+    def _soft_labels(self, teacher: Any, texts: dict[str, Any]) -> tuple[list[str], np.ndarray]:
+        """The teacher's logits for every row with a text, by key."""
+        soft_keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
+        soft = np.zeros((len(soft_keys), len(teacher.classes_)), dtype=np.float32)
+        for start in range(0, len(soft_keys), SOFT_LABEL_ROWS):
+            chunk = soft_keys[start : start + SOFT_LABEL_ROWS]
+            soft[start : start + len(chunk)] = teacher.logits([str(texts[k]) for k in chunk])
+            self.progress(start + len(chunk), len(soft_keys), "teacher: soft labels")
+        return soft_keys, soft
+
+    def _store_version(
+        self,
+        teacher: Any,
+        blob: bytes,
+        metrics: dict[str, Any],
+        split: tuple[np.ndarray, np.ndarray],
+    ) -> dict[str, Any]:
+        """The teacher as a version of ``<head>_teacher``. The head's lock is taken for the
+        write alone, by the write itself (on SQL Server heads.add_version, which decides the
+        deployment against the version deployed then): the version number cannot race another
+        writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
+        wait 600 s for."""
+        from sqlheads.engine.teacher import TeacherParams
+
+        params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
+            "model": self.request["model"],
+            "test_fraction": self.request["test_fraction"],
+        }
+        train_rows, test_rows = split
+        set_encoder = self.store.encoder(self.embedding_set.encoder_id)
+        deployed = self.store.deployed_model(self.teacher_name)
+        row = version_row(
+            kind="teacher",
+            classes=teacher.classes_,
+            params=params,
+            metrics=metrics,
+            loss_curve=teacher.result_.loss_curve,
+            rows_train=int(train_rows.sum()),
+            rows_test=int(test_rows.sum()),
+            started=self.started,
+            blob=blob,
+            onnx=None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
+            parameters=teacher.n_parameters_,
+            deploy=self.request["deploy"],
+            deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        )
+        return record_version(
+            self.store,
+            self.teacher_name,
+            self.embedding_set,
+            set_encoder,
+            pd.Series(row),
+            self.request["deploy"],
+            {},
+        )
+
+    def student(self, student: str, stage: str) -> dict[str, Any]:
+        """Distil ``student`` from the stored soft labels, on the captured rows (never the
+        caller's queries), as ``sqlheads distill --teacher`` would."""
+        stage = f"{stage}: {student}"
+        self.progress(0, None, stage)
+        extra: dict[str, Any] = {}
+        if student == "encoder":
+            extra = {
+                "student_model": self.request["student_model"],
+                "max_length": self.request["max_length"],
+                "max_steps": self.request["max_steps"],
+                "device": str(self.device),
+                "work_dir": str(self.work_dir / "encoder_student"),
+            }
+        return distill(
+            self.store,
+            head=self.head,
+            set_name=self.embedding_set.name,
+            labels=self.captured,
+            student=student,
+            teacher=self.teacher_name,
+            source=self.captured,
+            deploy=self.request["deploy"],
+            seed=self.request["seed"],
+            test_fraction=self.request["test_fraction"],
+            on_progress=lambda steps, total: self.progress(steps, total, stage),
+            **extra,
+        )
+
+
+def _fine_tuning_metrics(teacher: Any, parity: float, device: Any, blob: bytes) -> dict[str, Any]:
+    """How the fine-tuning ran, recorded beside the teacher's held-out metrics."""
+    result = teacher.result_
     return {
-        "classes_json": json.dumps(teacher.classes_),
-        "params_json": json.dumps(params),
-        "metrics_json": json.dumps(metrics),
-        "loss_curve_json": json.dumps(teacher.result_.loss_curve),
-        "accuracy": metrics["accuracy"],
-        "macro_f1": metrics["macro_f1"],
-        "rows_train": int(train_rows.sum()),
-        "rows_test": int(test_rows.sum()),
-        "blob": blob,
-        "sha256": hashlib.sha256(blob).hexdigest(),
-        "onnx": None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
-        "deploy": settings.decide_deploy(
-            request["deploy"], metrics["macro_f1"], deployed.macro_f1 if deployed else None
-        ),
-        "deploy_reason": settings.deploy_reason(request["deploy"]),
-        "kind": "teacher",
-        "parameters": teacher.n_parameters_,
+        "parity_max_abs_diff": parity,
+        "steps": result.steps,
+        "resumed_from_step": result.resumed_from,
+        "stopped_early": result.stopped_early,
+        "best_validation_loss": result.best_validation_loss,
+        "compiled": result.compiled,
+        "bf16": result.bf16,
+        "device": str(device),
+        "fine_tune_seconds": round(result.seconds, 3),
+        "blob_bytes": len(blob),
     }
 
 

@@ -46,7 +46,8 @@ def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
     )
 
 
-def _embed(store: Store, job: Job, **context: Any) -> dict[str, Any]:
+def _embed(store: Store, job: Job, *, work_dir: Path, **context: Any) -> dict[str, Any]:
+    # work_dir stays unused: a part resumes from the rows it wrote, not from a checkpoint.
     from sqlheads.sidecar.embed import run_embed
 
     return run_embed(

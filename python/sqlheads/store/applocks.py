@@ -1,4 +1,4 @@
-"""SQL Server application locks for Python writers (issue 19, point 3).
+"""SQL Server application locks for Python writers, so that they serialise with T-SQL's.
 
 The T-SQL verbs lock sets and heads with ``sp_getapplock`` on ``heads.lock_resource``'s names
 (``heads.set:reviews``; names lower-cased, since sp_getapplock compares resources in binary).

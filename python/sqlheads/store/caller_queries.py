@@ -10,7 +10,7 @@ names and comments skipped), so that no ``)`` can end the derived table early, a
 described first (``sys.dm_exec_describe_first_result_set``), so that an ORDER BY without TOP
 (Msg 1033) or an unnamed column (8155) is refused with its fix, as heads.assert_query_columns
 refuses them. Whose rights it runs with is the security boundary: a set's stored query runs
-only for its author (:func:`sqlheads.caller_rows.stored_source`).
+only for its author (:func:`sqlheads.verbs.rows.stored_source`).
 :class:`CallerQueries` gives :class:`~sqlheads.store.repository.Store` these verbs.
 """
 

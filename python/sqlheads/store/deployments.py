@@ -1,4 +1,4 @@
-"""Deploying a version without blanking ``latest_predictions`` (issue 20, point 1).
+"""Deploying a version without blanking ``latest_predictions``, which dashboards read.
 
 The deployment row, the new version's predictions of the rows its head's earlier deployed
 versions had scored, and the removal of the predictions they replace are one transaction: a

@@ -1,5 +1,5 @@
 """A job's inputs, captured at request time (``job_inputs``): what the sidecar reads instead of
-running a caller's query (issue 19, point 1).
+running a caller's query, which would run with the sidecar's rights rather than the caller's.
 
 A request reads the caller's queries once, with the caller's own permissions, and stores their
 rows with the job in the transaction that queues it; the sidecar reads them back in key order.
@@ -95,16 +95,6 @@ def duplicate_keys(store: Store, job_id: int) -> set[str]:
     )
     with store.engine.connect() as connection:
         return {str(key) for (key,) in connection.execute(query)}
-
-
-def labels_and_texts(store: Store, job_id: int) -> tuple[pd.DataFrame, dict[str, object]]:
-    """A teacher job's inputs: the labelled rows (``item_key``, ``label``) and every row's
-    text by key."""
-    frames = list(read_chunks(store, job_id, 10_000))
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
-    labelled = rows.loc[rows["label"].notna(), ["item_key", "label"]].reset_index(drop=True)
-    texts = dict(zip(rows["item_key"], rows["text"], strict=True))
-    return labelled, texts
 
 
 def teacher_rows(labelled: pd.DataFrame, texts: dict[str, object]) -> pd.DataFrame:

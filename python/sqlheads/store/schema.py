@@ -174,8 +174,8 @@ models = Table(
     Column("parameters", Integer, nullable=True),
     Column("teacher_id", Integer, ForeignKey("teachers.teacher_id"), nullable=True),
     Column("teacher_accuracy", Float, nullable=True),
-    # TF-IDF + logistic regression on the same training and held-out rows (issue 21), or why
-    # it was not fitted (no text reachable, one class).
+    # TF-IDF + logistic regression on the same training and held-out rows, the bar a version
+    # must clear to be worth its cost, or why it was not fitted (no text reachable, one class).
     Column("baseline_accuracy", Float, nullable=True),
     Column("baseline_macro_f1", Float, nullable=True),
     Column("baseline_seconds", Float, nullable=True),
@@ -267,8 +267,9 @@ job_queue = Table(
     Column("requested_at", DateTime(timezone=False), nullable=False, server_default=func.now()),
     Column("started_at", DateTime(timezone=False), nullable=True),
     Column("finished_at", DateTime(timezone=False), nullable=True),
-    # Who asked (issue 19): the login (ORIGINAL_LOGIN()) and the database user on SQL Server,
-    # the OS user on SQLite. heads.jobs shows each caller their own jobs.
+    # Who asked, so that only they (or heads_admin) may cancel: the login (ORIGINAL_LOGIN())
+    # and the database user on SQL Server, the OS user on SQLite. heads.jobs shows each caller
+    # their own jobs.
     Column("requested_by", Unicode(NAME_LENGTH), nullable=True),
     Column("requested_user", Unicode(NAME_LENGTH), nullable=True),
     CheckConstraint(f"kind IN {JOB_KINDS}", name="job_kind"),
@@ -281,8 +282,9 @@ job_queue = Table(
 
 # A job's inputs, captured when it was requested, under the requester's own permissions: the
 # rows of the caller's queries (key, label, text). The sidecar reads these and never runs a
-# caller's query (issue 19). A key may appear twice (an embed source's duplicates are rejected
-# by the embed job, as `sqlheads embed` rejects them), hence the row id.
+# caller's query, which would run with the sidecar's rights. A key may appear twice (an embed
+# source's duplicates are rejected by the embed job, as `sqlheads embed` rejects them), hence
+# the row id.
 job_inputs = Table(
     "job_inputs",
     metadata,

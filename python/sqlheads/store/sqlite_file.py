@@ -1,4 +1,4 @@
-"""A SQLite file's folder checked before SQLite opens it (issue 20, point 4).
+"""A SQLite file's folder checked before SQLite opens it, so an error names the fix.
 
 SQLite says only "unable to open database file" for a missing folder or a read-only one; the
 checks here name the path and the fix instead. The folder must be writable even to read: in WAL

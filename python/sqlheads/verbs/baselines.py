@@ -1,9 +1,9 @@
 """The host's side of the TF-IDF baseline: the text it reads, the columns it fills, the verdict.
 
-``train`` and ``distill`` hand the rows' text to :mod:`sqlheads.procedures` when it is reachable
-(the call's ``--source``, else the set's last ``embed --source``); the procedure fits the
-baseline on the version's own rows and records it in ``metrics_json``; the version's row in
-``models`` keeps its accuracy, macro-F1 and seconds, or why it was skipped.
+``train`` and ``distill`` hand the rows' text to their :mod:`sqlheads.compute` half when it is
+reachable (the call's ``--source``, else the set's last ``embed --source``); the compute half
+fits the baseline on the version's own rows and records it in ``metrics_json``; the version's
+row in ``models`` keeps its accuracy, macro-F1 and seconds, or why it was skipped.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlheads import caller_rows
 from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store.repository import EmbeddingSet, Store
+from sqlheads.verbs.rows import RowSource, set_texts
 
 # Texts longer than this (median, in characters: ~256 tokens) are "long": a model that reads
 # the first 256 tokens of them is the one most likely to fall below a bag of words.
@@ -26,23 +26,23 @@ LONG_TEXT_ADVICE = (
 
 
 def read_texts(
-    store: Store, embedding_set: EmbeddingSet, source: str | None, keys: Sequence[str]
+    store: Store, embedding_set: EmbeddingSet, source: RowSource | None, keys: Sequence[str]
 ) -> tuple[list[Any] | None, str]:
     """The text of each of ``keys`` (None where the source has none) through ``source`` or the
     set's stored source query (its author's alone); (None, why) when neither can be read."""
     try:
-        sql = source or caller_rows.stored_source(store, embedding_set)
+        rows = set_texts(store, embedding_set, source)
     except StoredQueryOwnerError:
         return None, (
             f"set {embedding_set.name!r} has a source query stored by another user, which runs "
             "for its author alone: pass --source to fit the baseline"
         )
-    if sql is None:
+    if rows is None:
         return None, (
             f"set {embedding_set.name!r} has no source query and no --source was given: the "
             "baseline reads the rows' text"
         )
-    texts = caller_rows.read_texts(store, sql, set(keys))
+    texts = rows.texts(set(keys))
     return [texts.get(k) for k in keys], ""
 
 

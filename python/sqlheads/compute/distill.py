@@ -1,0 +1,334 @@
+"""``distill``: a teacher's soft labels distilled into a student, as one row describing it.
+
+The steps, top to bottom: the gold labels and their held-out split (:func:`split_rows`, the
+one ``train`` makes from the same labels and seed), the teacher's logits in the gold classes'
+order, the rows distilled on (never a held-out one), the student's inputs, the fit, and the
+version's row with the student's, the baseline's and the teacher's held-out metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sqlheads.compute.columns import (
+    DISTILL_INPUT,
+    DISTILL_OUTPUT,
+    no_labelled_rows,
+    present,
+    refuse_duplicate_keys,
+    refuse_unnamable_classes,
+    require_columns,
+)
+from sqlheads.compute.versions import baseline_metrics, version_row
+from sqlheads.engine import baseline, kinds
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.evaluation import classification_metrics, stratified_split
+from sqlheads.errors import (
+    ClassMismatchError,
+    HeldOutLeakError,
+    InvalidParameterError,
+    MissingEmbeddingsError,
+    MissingTextError,
+)
+from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
+from sqlheads.store.keys import required_keys
+from sqlheads.store.vectors import unpack_rows
+
+# The export checks a student passed, recorded in its metrics when it ran them.
+EXPORT_CHECKS = ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "quantization")
+
+
+def distill(
+    input_data: pd.DataFrame,
+    *,
+    teacher_classes_json: str,
+    student: str = kinds.DEFAULT_STUDENT,
+    dim: int | None = None,
+    tokenizer_json: str | None = None,
+    encoder_onnx: bytes | None = None,
+    temperature: float = DistillParams.temperature,
+    gold_weight: float = DistillParams.gold_weight,
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int = DistillParams.batch_size,
+    test_fraction: float = TEST_FRACTION,
+    seed: int = 0,
+    deploy: str = DEFAULT_DEPLOY,
+    deployed_macro_f1: float | None = None,
+    student_model: str | None = None,
+    max_length: int | None = None,
+    max_steps: int | None = None,
+    device: str = "auto",
+    work_dir: str | None = None,
+    no_text: str = baseline.NO_TEXT,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> pd.DataFrame:
+    """Distil a teacher's soft labels into a student of kind ``student``; one output row.
+
+    Input, one row per key: ``item_key``; ``label`` (gold, NULL for rows only the teacher
+    labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
+    where it has none); the student's input (``text`` for a word student, ``vector`` for a head
+    student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
+    held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
+    distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
+    ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
+    stopping after ``max_steps`` optimiser steps if given and checkpointing in ``work_dir``.
+    ``on_progress(done, total)`` hears of the run in the kind's ``progress_unit``: epochs (word
+    and head students), optimiser steps (encoder) or L-BFGS iterations (tfidf).
+    """
+    started = time.perf_counter()
+    kind = kinds.student_kind(student)
+    deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
+    distill_params = kind.distill_params(
+        DistillParams(
+            temperature=temperature,
+            gold_weight=gold_weight,
+            epochs=epochs,
+            lr=lr,
+            batch_size=batch_size,
+            seed=seed,
+        )
+    ).validate()
+    require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
+    teacher_classes = json.loads(teacher_classes_json)
+    rows = split_rows(input_data, kind, teacher_classes, test_fraction, distill_params)
+    train_inputs, test_inputs = _student_inputs(input_data, kind, rows, dim)
+    options = kinds.StudentOptions(
+        distill=distill_params,
+        batch_size=batch_size,
+        seed=seed,
+        tokenizer_json=tokenizer_json,
+        encoder_onnx=encoder_onnx,
+        student_model=student_model,
+        max_length=max_length,
+        max_steps=max_steps,
+        device=device,
+        work_dir=None if work_dir is None else Path(work_dir),
+        on_progress=on_progress,
+    )
+    model = kind.distil(
+        train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], options
+    )
+    metrics = _metrics(model, test_inputs, rows, input_data, no_text)
+    row = version_row(
+        kind=kind.name,
+        classes=rows.classes,
+        params={
+            "student": student,
+            **_student_params(kind, model),
+            **asdict(distill_params),
+            "test_fraction": test_fraction,
+            "dim": dim,
+        },
+        metrics=metrics,
+        loss_curve=model.loss_curve_,
+        rows_train=len(rows.train),
+        rows_test=len(rows.test),
+        started=started,
+        blob=model.to_bytes(),
+        onnx=model.to_onnx(),
+        parameters=kinds.parameter_count(model),
+        deploy=deploy,
+        deployed_macro_f1=deployed_macro_f1,
+    )
+    row |= {
+        "teacher_accuracy": metrics["teacher_accuracy"],
+        "rows_without_input": rows.without_input,
+    }
+    return pd.DataFrame([row], columns=list(DISTILL_OUTPUT))
+
+
+@dataclass(frozen=True)
+class DistillRows:
+    """Distill's input rows sorted out: which are gold-labelled, held out, taught by the
+    teacher and distilled on (indices ``train``), and which are scored (``test``)."""
+
+    keys: np.ndarray  # item_key, one per input row
+    classes: list[str]  # the gold labels' classes, sorted: the student's classes
+    gold_labels: np.ndarray  # the gold label as text ("None" where unlabelled)
+    gold: np.ndarray  # the gold class index, -1 where unlabelled
+    labelled: np.ndarray  # bool: a gold label
+    logits: np.ndarray  # the teacher's, in ``classes`` order; NaN where it has none
+    has_logits: np.ndarray  # bool
+    has_input: np.ndarray  # bool: the student's input (a text or a vector)
+    train: np.ndarray  # the rows distilled on
+    test: np.ndarray  # the held-out rows
+    without_input: int  # rows chosen to distil on that lack the student's input
+
+
+def split_rows(
+    input_data: pd.DataFrame,
+    kind: kinds.ModelKind,
+    teacher_classes: list[Any],
+    test_fraction: float,
+    distill: DistillParams,
+) -> DistillRows:
+    """Distill's input rows sorted out (:class:`DistillRows`), with the held-out split that
+    ``train`` makes of the same labels with ``distill.seed``."""
+    keys = required_keys(input_data["item_key"], "labels")
+    refuse_duplicate_keys(keys)
+    keys_array = np.asarray(keys, dtype=object)
+    teacher_classes = [str(c) for c in teacher_classes]
+    labelled = present(input_data["label"], "text")
+    gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
+    classes = _gold_classes(gold_labels[labelled], teacher_classes)
+    train_labelled, test_labelled = stratified_split(
+        keys_array[labelled], gold_labels[labelled], test_fraction=test_fraction, seed=distill.seed
+    )
+    held_out = np.zeros(len(keys), dtype=bool)
+    held_out[np.flatnonzero(labelled)[test_labelled]] = True
+    logits, has_logits = _teacher_logits(input_data["logits"], teacher_classes, classes)
+    distilled = _distilled_on(input_data, keys_array, labelled, held_out, has_logits)
+    if distill.gold_weight == 0:
+        distilled &= has_logits  # with no gold term, a row without soft labels teaches nothing
+    has_input = present(input_data[kind.reads], kind.reads)
+    _refuse_labelled_without_input(kind, keys_array, labelled & ~has_input)
+    class_index = {c: i for i, c in enumerate(classes)}
+    return DistillRows(
+        keys=keys_array,
+        classes=classes,
+        gold_labels=gold_labels,
+        gold=np.array(
+            [class_index[g] if ok else -1 for g, ok in zip(gold_labels, labelled, strict=True)]
+        ),
+        labelled=labelled,
+        logits=logits,
+        has_logits=has_logits,
+        has_input=has_input,
+        train=np.flatnonzero(distilled & has_input),
+        test=np.flatnonzero(held_out),
+        without_input=int((distilled & ~has_input).sum()),
+    )
+
+
+def _gold_classes(gold_labels: np.ndarray, teacher_classes: list[str]) -> list[str]:
+    classes = sorted(set(gold_labels.tolist()))
+    refuse_unnamable_classes(classes)
+    if classes != sorted(teacher_classes):
+        raise ClassMismatchError(
+            f"the soft labels have classes {sorted(teacher_classes)} but the gold labels have "
+            f"{classes}: name the soft-label columns after the label values (e.g. SELECT "
+            "item_key, logit_0 AS negative, logit_1 AS positive ...)"
+        )
+    if not classes:
+        raise no_labelled_rows()
+    return classes
+
+
+def _teacher_logits(
+    column: pd.Series, teacher_classes: list[str], classes: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The teacher's logits in ``classes`` order (NaN where it has none), and where it has."""
+    logits = np.full((len(column), len(classes)), np.nan, dtype=np.float32)
+    has_logits = column.notna().to_numpy()
+    if has_logits.any():
+        order = [teacher_classes.index(c) for c in classes]
+        logits[has_logits] = unpack_rows(column[has_logits].tolist(), len(teacher_classes))[
+            :, order
+        ]
+    return logits, has_logits
+
+
+def _distilled_on(
+    input_data: pd.DataFrame,
+    keys: np.ndarray,
+    labelled: np.ndarray,
+    held_out: np.ndarray,
+    has_logits: np.ndarray,
+) -> np.ndarray:
+    """The rows the caller's transfer set names, or else every row with a gold label or a
+    teacher's logits; never a held-out row."""
+    # in_transfer: absent, or all NULL (SQL Server's door when no transfer query was given)
+    if "in_transfer" not in input_data.columns or not input_data["in_transfer"].notna().any():
+        return (labelled | has_logits) & ~held_out
+    chosen = input_data["in_transfer"].fillna(0).astype(bool).to_numpy()
+    leaked = chosen & held_out
+    if leaked.any():
+        raise HeldOutLeakError(
+            f"{int(leaked.sum())} row(s) of the transfer query are held out for the "
+            f"metrics (e.g. {keys[leaked][0]!r}): distilling on them would score the student on "
+            "rows it learnt; remove them from the transfer query"
+        )
+    return chosen | (labelled & ~held_out)
+
+
+def _refuse_labelled_without_input(
+    kind: kinds.ModelKind, keys: np.ndarray, lacking: np.ndarray
+) -> None:
+    if not lacking.any():
+        return
+    if kind.reads == "text":
+        raise MissingTextError(
+            f"{int(lacking.sum())} labelled key(s) have no text (e.g. {keys[lacking][0]!r}): "
+            "make the source query return their text"
+        )
+    raise MissingEmbeddingsError(
+        f"{int(lacking.sum())} labelled key(s) have no embedding (e.g. {keys[lacking][0]!r}): "
+        "embed them first, or restrict the labels query to embedded keys"
+    )
+
+
+def _student_inputs(
+    input_data: pd.DataFrame, kind: kinds.ModelKind, rows: DistillRows, dim: int | None
+) -> tuple[Any, Any]:
+    """The student's inputs of the rows distilled on and of the held-out rows: texts, or
+    vectors of ``dim`` floats (zeros where a key has none)."""
+    values = input_data[kind.reads]
+    if kind.reads == "text":
+        texts = [str(v) for v in values]
+        return [texts[i] for i in rows.train], [texts[i] for i in rows.test]
+    if dim is None:
+        raise InvalidParameterError("a head student needs the set's vector dimension: pass dim")
+    X = np.zeros((len(values), dim), dtype=np.float32)
+    X[rows.has_input] = unpack_rows(values[rows.has_input].tolist(), dim)
+    return X[rows.train], X[rows.test]
+
+
+def _student_params(kind: kinds.ModelKind, model: Any) -> dict[str, Any]:
+    """What a student was fitted with: a text student's parameters, a head's hidden units."""
+    if kind.reads == "text":
+        return asdict(model.params)
+    return {"hidden": int(model.weights_["w1"].shape[0])}
+
+
+def _metrics(
+    model: kinds.Scorer,
+    test_inputs: Any,
+    rows: DistillRows,
+    input_data: pd.DataFrame,
+    no_text: str,
+) -> dict[str, Any]:
+    """The student's held-out metrics, its baseline's, the teacher's on the same rows, and
+    the export checks the student passed."""
+    classes = np.asarray(rows.classes)
+    predicted = classes[model.predict_proba(test_inputs).argmax(axis=1)]
+    truth = rows.gold_labels[rows.test].astype(str)
+    metrics = classification_metrics(truth, predicted, rows.classes)
+    gold_only = np.where(rows.labelled, rows.gold_labels, None)  # the baseline learns from gold
+    metrics["baseline"] = baseline_metrics(
+        input_data, gold_only, rows.train, rows.test, rows.classes, no_text
+    )
+    teacher_known = rows.has_logits[rows.test]
+    metrics["teacher_accuracy"] = (
+        float(
+            np.mean(
+                classes[rows.logits[rows.test][teacher_known].argmax(axis=1)]
+                == truth[teacher_known]
+            )
+        )
+        if teacher_known.any()
+        else None
+    )
+    metrics["teacher_rows_test"] = int(teacher_known.sum())
+    for check in EXPORT_CHECKS:
+        if getattr(model, f"{check}_", None) is not None:
+            metrics[check] = getattr(model, f"{check}_")
+    return metrics

@@ -1,0 +1,128 @@
+"""``train``: a head fitted on stored vectors, as one row describing the new version."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+
+from sqlheads.compute.columns import (
+    TRAIN_INPUT,
+    TRAIN_OUTPUT,
+    no_labelled_rows,
+    refuse_duplicate_keys,
+    refuse_unnamable_classes,
+    require_columns,
+)
+from sqlheads.compute.versions import baseline_metrics, version_row
+from sqlheads.engine import baseline, kinds
+from sqlheads.engine.evaluation import classification_metrics, stratified_split
+from sqlheads.engine.heads import HeadClassifier, HeadParams
+from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
+from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
+from sqlheads.store.keys import required_keys
+from sqlheads.store.vectors import unpack_rows
+
+
+def train(
+    input_data: pd.DataFrame,
+    *,
+    dim: int,
+    recipe: str = HeadParams.recipe,
+    hidden: int | None = None,
+    epochs: int = HeadParams.epochs,
+    lr: float = HeadParams.lr,
+    weight_decay: float = HeadParams.weight_decay,
+    batch_size: int | None = HeadParams.batch_size,
+    dropout: float = HeadParams.dropout,
+    test_fraction: float = TEST_FRACTION,
+    seed: int = 0,
+    deploy: str = DEFAULT_DEPLOY,
+    deployed_macro_f1: float | None = None,
+    on_epoch: Callable[[int], None] | None = None,
+    no_text: str = baseline.NO_TEXT,
+) -> pd.DataFrame:
+    """Train a head on stored vectors; one output row describing the new version.
+
+    Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
+    refused with the count). The held-out split is stratified and fixed by ``seed``; metrics
+    are computed on it, then the deploy policy is applied against ``deployed_macro_f1``.
+    ``on_epoch`` is called after each epoch with the number of epochs. With a ``text`` column
+    the TF-IDF baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without
+    one it is skipped, saying ``no_text``.
+    """
+    started = time.perf_counter()
+    require_columns(input_data, TRAIN_INPUT, "labels")
+    deploy = choice("deploy", deploy)  # before the work, not after it
+    params = HeadParams(
+        recipe=recipe,
+        hidden=hidden,
+        epochs=epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        batch_size=batch_size,
+        dropout=dropout,
+        seed=seed,
+    ).validate()
+    keys, X, y = _labelled_vectors(input_data, dim)
+    train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
+    head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
+    metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
+    metrics["baseline"] = baseline_metrics(
+        input_data, y, train_rows, test_rows, head.classes_, no_text
+    )
+    params_record = asdict(params) | {
+        "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
+        "recipe": head.recipe_,
+        "batch_size": head.batch_size_,
+        "epochs_run": len(head.loss_curve_),
+        "best_epoch": head.best_epoch_,
+        "test_fraction": test_fraction,
+        "dim": dim,
+    }
+    row = version_row(
+        kind="head",
+        classes=head.classes_,
+        params=params_record,
+        metrics=metrics,
+        loss_curve=head.loss_curve_,
+        rows_train=int(train_rows.sum()),
+        rows_test=int(test_rows.sum()),
+        started=started,
+        blob=head.to_bytes(),
+        onnx=head.to_onnx(),
+        parameters=kinds.parameter_count(head),
+        deploy=deploy,
+        deployed_macro_f1=deployed_macro_f1,
+    )
+    return pd.DataFrame([row], columns=list(TRAIN_OUTPUT))
+
+
+def _labelled_vectors(
+    input_data: pd.DataFrame, dim: int
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The keys, vectors and labels to train on; refused whole if a row lacks one."""
+    keys = required_keys(input_data["item_key"], "labels")
+    if len(keys) == 0:
+        raise no_labelled_rows()
+    refuse_duplicate_keys(keys)
+    labels = input_data["label"]
+    empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
+    if empty:
+        raise InvalidParameterError(
+            f"{empty} label(s) are NULL or empty: filter them out of the labels query "
+            "(WHERE label IS NOT NULL AND label <> '')"
+        )
+    vectors = input_data["vector"]
+    missing = int(vectors.isna().sum())
+    if missing:
+        raise MissingEmbeddingsError(
+            f"{missing} of {len(keys)} labelled key(s) have no embedding in the set: embed "
+            "them first, or restrict the labels query to embedded keys"
+        )
+    y = np.asarray([str(v) for v in labels])
+    refuse_unnamable_classes(y)
+    return keys, unpack_rows(vectors.tolist(), dim), y

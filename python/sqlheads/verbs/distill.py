@@ -1,0 +1,161 @@
+"""``distill``: a teacher's soft labels distilled into a new version of a head.
+
+The rows are read here (the gold labels, the soft labels, the student's input: texts or the
+set's vectors), put side by side in one frame, one row per key, and handed to
+:func:`sqlheads.compute.distill.distill`; its row becomes the new version, and soft labels
+that came from a caller's query are stored under the teacher's name.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pandas as pd
+
+from sqlheads import settings
+from sqlheads.compute.distill import distill as distill_rows
+from sqlheads.engine.kinds import DEFAULT_STUDENT, ModelKind, student_kind
+from sqlheads.store.keys import required_keys
+from sqlheads.store.repository import EmbeddingSet, Encoder, Store, validate_name
+from sqlheads.verbs import baselines
+from sqlheads.verbs.locks import holding
+from sqlheads.verbs.progress import Progress, increments
+from sqlheads.verbs.rows import RowSource, text_source
+from sqlheads.verbs.soft_labels import (
+    SoftLabels,
+    refuse_foreign_keys,
+    soft_labels_for,
+    stored_teacher,
+)
+from sqlheads.verbs.versions import record_version
+
+
+@holding(("set", True))  # as train: the head's lock only while the version is written
+def distill(
+    store: Store,
+    *,
+    head: str,
+    set_name: str,
+    labels: str | RowSource,
+    student: str = DEFAULT_STUDENT,
+    soft_labels: str | None = None,
+    teacher: str | None = None,
+    source: str | RowSource | None = None,
+    transfer: str | None = None,
+    deploy: str = settings.DEFAULT_DEPLOY,
+    progress: Progress | None = None,
+    **distill_params: Any,
+) -> dict[str, Any]:
+    """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
+
+    Soft labels come from ``soft_labels`` (a SELECT returning ``item_key`` and one column per
+    class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
+    earlier (``teacher`` alone). A word student reads the rows' text through ``source``, or the
+    set's own last source query; a head student reads the set's vectors. ``transfer`` (a SELECT
+    returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows its
+    request captured (``labels`` and ``source`` as a :class:`~sqlheads.verbs.rows.RowSource`
+    of the job) and so runs no caller's query. ``progress`` hears of the student's run in its
+    kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations); a caller that
+    counts in totals passes ``on_progress`` instead.
+    """
+    started = time.perf_counter()
+    validate_name("head", head)
+    kind = student_kind(student)
+    embedding_set = store.require_set(set_name)
+    set_encoder = store.encoder(embedding_set.encoder_id)
+    labelled = RowSource.of(store, labels).labels()
+    soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
+    frame = _gold_beside_soft(labelled, soft)
+    texts = RowSource.optional(store, source)
+    arguments, known, no_text = _student_input(
+        store, embedding_set, set_encoder, kind, frame, texts
+    )
+    refuse_foreign_keys(store, embedding_set, soft, known)
+    if transfer is not None:
+        frame["in_transfer"] = _in_transfer(store, frame, transfer)
+    deployed = store.deployed_model(head)
+    result = distill_rows(
+        frame,
+        student=student,
+        teacher_classes_json=json.dumps(soft.classes),
+        deploy=deploy,
+        deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        no_text=no_text,
+        **arguments,
+        **({} if progress is None else {"on_progress": increments(progress)}),
+        **distill_params,
+    ).iloc[0]
+    stored = stored_teacher(store, embedding_set, soft)
+    teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
+    summary = record_version(
+        store,
+        head,
+        embedding_set,
+        set_encoder,
+        result,
+        deploy,
+        {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
+        frame["text"].tolist() if "text" in frame.columns else None,
+    )
+    return summary | {
+        "teacher": soft.name,
+        "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
+        "rows_without_input": int(result["rows_without_input"]),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _gold_beside_soft(labelled: pd.DataFrame, soft: SoftLabels) -> pd.DataFrame:
+    """One row per key of the gold labels or the soft labels: ``item_key``, ``label`` (None
+    where only the teacher labelled it) and ``logits`` (None where the teacher did not)."""
+    keys = list(dict.fromkeys(labelled["item_key"].tolist() + soft.rows["item_key"].tolist()))
+    frame = pd.DataFrame({"item_key": keys})
+    frame["label"] = frame["item_key"].map(
+        dict(zip(labelled["item_key"], labelled["label"], strict=True))
+    )
+    frame["logits"] = frame["item_key"].map(
+        dict(zip(soft.rows["item_key"], soft.rows["logits"], strict=True))
+    )
+    return frame
+
+
+def _student_input(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    kind: ModelKind,
+    frame: pd.DataFrame,
+    source: RowSource | None,
+) -> tuple[dict[str, Any], set[str], str]:
+    """Add the student's input to ``frame`` (``text`` or ``vector``, and the texts the
+    baseline reads); the arguments it needs besides, the keys the set holds, and why the
+    baseline has no text (empty when it has)."""
+    arguments: dict[str, Any] = {"dim": set_encoder.dim}
+    if kind.reads == "text":
+        texts = text_source(store, embedding_set, source).texts()
+        frame["text"] = frame["item_key"].map(texts)
+        onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
+        return arguments | {"tokenizer_json": tokenizer_json, "encoder_onnx": onnx}, set(texts), ""
+    keys = frame["item_key"].tolist()
+    vectors = store.vectors_for_keys(embedding_set.set_id, keys)
+    frame["vector"] = frame["item_key"].map(vectors)
+    baseline_texts, no_text = baselines.read_texts(store, embedding_set, source, keys)
+    if baseline_texts is not None:
+        frame["text"] = baseline_texts
+    return arguments, set(vectors), no_text
+
+
+def _in_transfer(store: Store, frame: pd.DataFrame, transfer: str) -> pd.Series:
+    """1 for the rows the caller's transfer query names, 0 for the others."""
+    chosen = {
+        k
+        for c in store.run_query(transfer, ("item_key",), "transfer")
+        for k in required_keys(c["item_key"], "transfer")
+    }
+    return frame["item_key"].isin(chosen).astype(int)
+
+
+def _none_if_nan(value: Any) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)

@@ -1,0 +1,72 @@
+"""``train``: a new version of a head, fitted on a set's stored vectors for labelled keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlheads import settings
+from sqlheads.compute.train import train as train_rows
+from sqlheads.engine.heads import HeadParams
+from sqlheads.errors import EncoderMismatchError
+from sqlheads.store.repository import Store, validate_name
+from sqlheads.verbs import baselines
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
+from sqlheads.verbs.progress import Progress
+from sqlheads.verbs.rows import RowSource
+from sqlheads.verbs.versions import record_version
+
+
+@holding(("set", True))  # the head's lock only while the version is written (add_version)
+def train(
+    store: Store,
+    *,
+    head: str,
+    set_name: str,
+    labels: str,
+    encoder: str | None = None,
+    deploy: str = settings.DEFAULT_DEPLOY,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    progress: Progress | None = None,
+    source: str | None = None,
+    **head_params: Any,
+) -> dict[str, Any]:
+    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
+
+    The set is held Shared for the whole run (no drop_set under it), the head's lock only while
+    the version is written, as ``heads.train`` holds them: two trainings of one head run side
+    by side and each gets its own version number; the deploy decision is made against the
+    version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
+    ``progress`` hears of each epoch: ``(1, epochs)``. The TF-IDF baseline reads the rows'
+    text through ``source``, else the set's stored source query (skipped without either).
+    """
+    validate_name("head", head)  # before the training: the head's lock comes only at the write
+    embedding_set = store.require_set(set_name)
+    set_encoder = store.encoder(embedding_set.encoder_id)
+    if encoder is not None and encoder != set_encoder.name:
+        raise EncoderMismatchError(
+            f"set {set_name!r} holds vectors of encoder {set_encoder.name!r}, not {encoder!r}: "
+            "train on a set embedded with that encoder, or drop --encoder"
+        )
+    labelled = RowSource(store, labels).labels()
+    vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
+    labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
+    texts, no_text = baselines.read_texts(
+        store, embedding_set, RowSource.optional(store, source), labelled["item_key"]
+    )
+    if texts is not None:
+        labelled["text"] = texts
+    deployed = store.deployed_model(head)
+    if progress is not None:
+        progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
+    result = train_rows(
+        labelled,
+        dim=set_encoder.dim,
+        deploy=deploy,
+        deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
+        no_text=no_text,
+        **head_params,
+    ).iloc[0]
+    return record_version(
+        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms
+    )

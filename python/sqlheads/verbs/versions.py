@@ -1,0 +1,123 @@
+"""A new version stored from its row (:func:`sqlheads.compute.versions.version_row`), and
+deployed in the same transaction when its policy decides so against the version deployed at
+that moment: what ``train``, ``distill`` and the sidecar's teacher job all do with the version
+they made. The head's lock is held for this write alone, never for a training."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sqlheads import settings
+from sqlheads.compute.columns import TRAIN_OUTPUT
+from sqlheads.store import server_versions
+from sqlheads.store.deployments import deploy_replacing
+from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Model, Store
+from sqlheads.verbs import baselines
+from sqlheads.verbs.deploy import rescorer
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class Written:
+    """A version just written, and the deploy decision made for it under the head's lock."""
+
+    model: Model
+    deployed: bool
+    previous_macro_f1: float | None  # the version deployed when it was decided (None: none)
+
+
+def record_version(
+    store: Store,
+    head: str,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    result: pd.Series,
+    deploy: str,
+    extra: dict[str, Any],
+    texts: list[Any] | None = None,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+) -> dict[str, Any]:
+    """Store a trained or distilled version and deploy it if its policy ``deploy`` says so
+    against the version deployed now, under the head's lock (:func:`add_version`); the
+    summary. ``extra`` is the columns of ``models`` the row does not carry, ``texts`` the
+    rows' (for the baseline's verdict), ``lock_timeout_ms`` how long to wait for the head."""
+    against_baseline = baselines.columns(result["metrics_json"])
+    written = add_version(
+        store,
+        {
+            "head": head,
+            "set_id": embedding_set.set_id,
+            "encoder_id": set_encoder.encoder_id,
+            **{
+                c: result[c]
+                for c in TRAIN_OUTPUT
+                if c not in ("deploy", "deploy_reason", "parameters")
+            },
+            "rows_train": int(result["rows_train"]),
+            "rows_test": int(result["rows_test"]),
+            "parameters": int(result["parameters"]),
+            **against_baseline,
+            **extra,
+        },
+        deploy,
+        lock_timeout_ms,
+    )
+    model, previous = written.model, written.previous_macro_f1
+    return {
+        "head": head,
+        "version": model.version,
+        "model_id": model.model_id,
+        "kind": model.kind,
+        "set": embedding_set.name,
+        "encoder": set_encoder.name,
+        "classes": json.loads(result["classes_json"]),
+        "accuracy": round(float(result["accuracy"]), 4),
+        "macro_f1": round(float(result["macro_f1"]), 4),
+        "rows_train": int(result["rows_train"]),
+        "rows_test": int(result["rows_test"]),
+        "parameters": int(result["parameters"]),
+        "deployed": written.deployed,
+        "previous_deployed_macro_f1": round(previous, 4) if previous is not None else None,
+        "params": json.loads(result["params_json"]),
+        "seconds": round(float(result["seconds"]), 3),
+        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
+    }
+
+
+def add_version(
+    store: Store, values: dict[str, Any], deploy: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> Written:
+    """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
+    version deployed now, in one transaction under the head's Exclusive lock, as
+    ``heads.add_version`` does on SQL Server (and there by that procedure, which takes the lock
+    itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
+    never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
+    fails leaves no undeployed version behind, so a sidecar job's retries do not pile
+    versions up."""
+    deploy = settings.choice("deploy", deploy)
+    if not store.is_sqlite:
+        return Written(*server_versions.add_version(store, values, deploy))
+    head = values["head"]
+    with (
+        store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
+        store.engine.begin() as connection,
+    ):
+        deployed = store.deployed_model(head)
+        previous = deployed.macro_f1 if deployed else None
+        decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)
+        model = store.add_model(values, connection)
+        if decided:
+            rescore = rescorer(store, model, bytes(values["blob"]))
+            deploy_replacing(
+                store,
+                head,
+                model.model_id,
+                settings.deploy_reason(deploy),
+                rescore,
+                connection=connection,
+            )
+    return Written(model, decided, previous)
