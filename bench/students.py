@@ -1,219 +1,311 @@
-"""students: distilled students against the baseline, the frozen head and their teacher.
+"""students: a frozen all-mpnet-base-v2 head teaches on the CPU; students beside the baseline.
 
-Rotten Tomatoes with the fixed 80/20 split of ``sqlheads.datasets``. The teacher is
-``mpnet-rt`` (all-mpnet-base-v2 fine-tuned on the RT train split on an H100): its logits for
-every RT and IMDB row are a benchmark input (``shared/data/mpnet_teacher_logits.csv.gz``), so
-students can be measured on a machine without a GPU; the product computes its own soft labels
-with its own teacher. Everything runs through the embedded host on a fresh SQLite file, as
-``sqlheads embed`` / ``train`` / ``distill`` / ``predict`` do: the test rows are held out by
-``distill`` itself (the split ``train`` makes from the same labels and seed), and the transfer
-set is the RT train rows plus every IMDB review (no gold label: soft labels only).
+Rotten Tomatoes with the fixed 80/20 split of ``sqlheads.datasets``, everything through the
+embedded host on a fresh SQLite file, as ``sqlheads embed`` / ``train`` / ``distill
+--teacher-head`` / ``predict`` do. The teacher is a head on frozen all-mpnet-base-v2 int8
+vectors (no GPU anywhere); it labels the students' rows (from the vectors its set stored) and
+the transfer rows built from the training rows (sentences of long rows, augmented copies:
+masking, replacement by encoder neighbours, n-gram sampling), which are cached so that every
+later student reuses them. Each student is scored against the teacher on the same held-out
+rows, beside the TF-IDF baseline and the frozen heads, and every path's scoring speed is
+measured in the same run. The curve (accuracy against transfer rows, per word-student
+architecture) reads the one cached transfer set. Where the shared logits of the GPU teacher
+``mpnet-rt`` are at hand, the default word student is also distilled from them.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
 from sqlheads.report import pyplot
 
-SIZES = {
-    "full": {"rt": None, "imdb": None, "ablations": True},
-    "quick": {"rt": 3_000, "imdb": 3_000, "ablations": False},
-    "tiny": {"rt": 300, "imdb": 60, "ablations": False},
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {
+        "rt": None,
+        "teacher_model": "all-mpnet-base-v2",
+        "curve": (0, 6_000, 12_000),
+        "archs": ("bag", "cnn", "bilstm", "ngrams"),
+        "encoder_student": {"transfer_rows": 10_000, "epochs": 1},
+        "imdb": None,
+    },
+    "quick": {
+        "rt": 2_000,
+        "teacher_model": "all-mpnet-base-v2",
+        "curve": (0, 2_000, 5_000),
+        "archs": ("bag", "cnn"),
+        "encoder_student": {"transfer_rows": 1_000, "epochs": 1},
+        "imdb": 2_000,
+    },
+    "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
+        "rt": 300,
+        "teacher_model": "all-MiniLM-L6-v2",
+        "curve": (0, 150),
+        "archs": ("bag",),
+        "encoder_student": {"transfer_rows": 50, "epochs": 1, "max_steps": 3},
+        "imdb": None,  # the GPU teacher's logits: not at this scale
+    },
 }
-TEACHER = "mpnet-rt"
-LOGITS = "mpnet_teacher_logits.csv.gz"
-SET, HEAD = "rt_reviews", "rt_sentiment"
+TEACHER_LOGITS = "mpnet_teacher_logits.csv.gz"
 LABELS = "SELECT item_key, label FROM rt_reviews"
 RT_SOURCE = "SELECT item_key, text FROM rt_reviews"
-TRANSFER_SOURCE = RT_SOURCE + " UNION ALL SELECT item_key, text FROM imdb_reviews"
-SOFT_LABELS = (
-    "SELECT item_key, logit_negative AS negative, logit_positive AS positive "
-    f"FROM teacher_logits WHERE teacher = '{TEACHER}'"
-)
+TEACHER, FROZEN, STUDENT = "rt_teacher", "rt_minilm_head", "rt_student"
 
 
-def teacher_logits_path() -> Path:
-    """``$SQLHEADS_SHARED_DATA``, else ``shared/data`` beside the checkout (as CI lays it)."""
+def teacher_logits_path() -> Path | None:
+    """The GPU teacher's shared logits: ``$SQLHEADS_SHARED_DATA``, else ``shared/data`` beside
+    the checkout (as CI lays it); None where they are not."""
     folder = os.environ.get("SQLHEADS_SHARED_DATA")
     root = Path(__file__).resolve().parent.parent
-    path = Path(folder) / LOGITS if folder else root.parent / "shared" / "data" / LOGITS
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} is missing: the students benchmark distils the mpnet-rt teacher's logits; "
-            "set SQLHEADS_SHARED_DATA to the folder that holds them"
-        )
-    return path
+    path = Path(folder) if folder else root.parent / "shared" / "data"
+    path /= TEACHER_LOGITS
+    return path if path.is_file() else None
 
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from bench.accuracy import tfidf_lr
     from sqlheads import datasets, host
+    from sqlheads.engine.catalog import DEFAULT_MODEL
+    from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
+    from sqlheads.engine.transfer import DEFAULT_ROWS
     from sqlheads.store.repository import Store
+    from sqlheads.verbs import encoders
 
     size = SIZES[scale]
     rt = seeded_subsample(datasets.rotten_tomatoes(), size["rt"])
-    imdb = seeded_subsample(datasets.imdb(), size["imdb"])
-    logits = pd.read_csv(teacher_logits_path())
-    logits = logits[logits["teacher"] == TEACHER]
     folder = scratch_dir("bench-students-")
     store = Store.from_url(f"sqlite:///{folder / 'students.db'}")
     host.init(store)
     rt.to_sql("rt_reviews", store.engine, index=False)
-    imdb[["item_key", "text"]].to_sql("imdb_reviews", store.engine, index=False)
-    keys = set(rt["item_key"]) | set(imdb["item_key"])
-    logits[logits["item_key"].isin(keys)].to_sql("teacher_logits", store.engine, index=False)
-
     train = (rt["split"] == "train").to_numpy()
     texts, y = rt["text"].tolist(), rt["label"].to_numpy()
     baseline = tfidf_lr(
         [t for t, k in zip(texts, train, strict=True) if k], y[train],
         [t for t, k in zip(texts, train, strict=True) if not k], y[~train],
     )  # fmt: skip
+    steps: dict[str, float] = {}
 
-    host.embed(store, set_name=SET, source=RT_SOURCE)
-    head = host.train(store, head=HEAD, set_name=SET, labels=LABELS, deploy="always")
+    def step(name: str, action):
+        started = time.perf_counter()
+        result = action()
+        steps[name] = time.perf_counter() - started
+        return result
 
-    runs = {
-        "word student (KL, RT train + IMDB)": dict(student="word", source=TRANSFER_SOURCE),
-        "head student (KL on frozen MiniLM vectors)": dict(student="head"),
-        "TF-IDF student (KL + gold, RT train + IMDB)": dict(
-            student="tfidf", source=TRANSFER_SOURCE, temperature=2.0, gold_weight=0.5
+    step("embed, MiniLM (export on first use included)",
+         lambda: host.embed(store, set_name="rt_minilm", source=RT_SOURCE))  # fmt: skip
+    frozen = step("train the frozen MiniLM head", lambda: host.train(
+        store, head=FROZEN, set_name="rt_minilm", labels=LABELS, deploy="always"))  # fmt: skip
+    teacher_model = size["teacher_model"]
+    teacher_set = "rt_minilm"
+    teacher_encoder = "all-MiniLM-L6-v2-int8"
+    if teacher_model != DEFAULT_MODEL:
+        teacher_encoder = step(
+            f"register {teacher_model} int8 (export and parity check)",
+            lambda: encoders.register_encoder(store, model=teacher_model),
+        ).name
+        teacher_set = "rt_teacher_vectors"
+        step(f"embed, {teacher_model}", lambda: host.embed(
+            store, set_name=teacher_set, source=RT_SOURCE, encoder=teacher_encoder))  # fmt: skip
+    teacher = step("train the teacher head", lambda: host.train(
+        store, head=TEACHER, set_name=teacher_set, labels=LABELS, deploy="always"))  # fmt: skip
+
+    def distill(name: str, set_name: str = teacher_set, **arguments) -> dict[str, Any]:
+        result = step(name, lambda: host.distill(
+            store, head=STUDENT, set_name=set_name, labels=LABELS, teacher_head=TEACHER,
+            deploy="never", **arguments))  # fmt: skip
+        print(f"[students] {name}: {result['accuracy']:.4f}", file=sys.stderr, flush=True)
+        return result
+
+    rows = DEFAULT_ROWS if scale == "full" else max(size["curve"])
+    students = {
+        f"word student ({DEFAULT_ARCH}), {fmt(rows)} transfer rows (the default)": distill(
+            "distill the default word student (teacher scoring included)", transfer_rows=rows
         ),
+        "word student, no transfer rows": distill("distill a word student", transfer_rows=0),
+        f"TF-IDF student, {fmt(rows)} transfer rows": distill(
+            "distill a TF-IDF student",
+            student="tfidf",
+            transfer_rows=rows,
+            gold_weight=0.5,
+            temperature=2.0,
+        ),  # fmt: skip
+        "head student on frozen MiniLM vectors": distill(
+            "distill a head student", set_name="rt_minilm", student="head"
+        ),  # fmt: skip
     }
-    if size["ablations"]:
-        runs |= {
-            "word student (KL, RT train only)": dict(
-                student="word", transfer="SELECT item_key FROM rt_reviews WHERE split = 'train'"
-            ),
-            "word student (gold labels only)": dict(
-                student="word", gold_weight=1.0, transfer="SELECT item_key FROM rt_reviews "
-                "WHERE split = 'train'"
-            ),
-        }  # fmt: skip
-    distilled: dict[str, dict] = {}
-    for name, arguments in runs.items():
-        stored = {"teacher": TEACHER} | ({} if distilled else {"soft_labels": SOFT_LABELS})
-        distilled[name] = host.distill(
-            store, head=HEAD, set_name=SET, labels=LABELS, deploy="never", **stored, **arguments
-        )
-    word = distilled["word student (KL, RT train + IMDB)"]
-    head_student = distilled["head student (KL on frozen MiniLM vectors)"]
+    encoder_options = dict(size["encoder_student"])
+    encoder_rows = encoder_options.pop("transfer_rows")
+    students[f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows"] = distill(
+        "distill the encoder student (MiniLM) on 2 CPU cores", student="encoder",
+        transfer_rows=encoder_rows, device="cpu", **encoder_options)  # fmt: skip
+    default_student = next(iter(students.values()))
 
-    # Each path scores in a process of its own, as a `sqlheads predict` (or a SQL Server batch)
-    # does, timed from the call (imports excluded, loading the model included): in the process
-    # that trained, PyTorch's idle threads slowed onnxruntime by half. The encoder's one-off
-    # export is done before (it is cached), so the reference embeds into a fresh set.
+    fitted = {(DEFAULT_ARCH, rows): default_student, (DEFAULT_ARCH, 0): students[
+        "word student, no transfer rows"]}  # fmt: skip
+    curve: dict[str, dict[int, float]] = {}
+    for arch in size["archs"]:
+        for count in size["curve"]:
+            if (arch, count) not in fitted:
+                fitted[arch, count] = distill(
+                    f"curve: {arch}, {count} transfer rows", arch=arch, transfer_rows=count
+                )
+            curve.setdefault(arch, {})[count] = fitted[arch, count]["accuracy"]
+        if arch != DEFAULT_ARCH:  # each architecture's speed, at the most rows it saw
+            most = fitted[arch, max(size["curve"])]
+            students[f"word student ({arch}), {fmt(max(size['curve']))} transfer rows"] = most
+
+    shared = _shared_teacher(store, rt, size, folder) if size["imdb"] is not None else None
     url = store.engine.url.render_as_string(hide_password=False)
     store.engine.dispose()
-    scoring = {  # name -> (seconds, rows)
-        "encoder + head, from text (embed + predict)": _timed(
-            url,
-            f"host.embed(store, set_name='scoring', source={RT_SOURCE!r}); "
-            f"scored = host.predict(store, head={HEAD!r}, set_name='scoring', "
-            f"version={head['version']})",
-        ),
-        "word student, from text": _timed(
-            url,
-            f"scored = host.predict(store, head={HEAD!r}, set_name={SET!r}, "
-            f"version={word['version']}, source={RT_SOURCE!r})",
-        ),
-        "head student, from stored vectors": _timed(
-            url,
-            f"scored = host.predict(store, head={HEAD!r}, set_name={SET!r}, "
-            f"version={head_student['version']})",
-        ),
-    }
-    reference = scoring["encoder + head, from text (embed + predict)"]
-    reference_rate = reference[1] / reference[0]
-
-    teacher_accuracy = word["teacher_accuracy"]
-    # each row's baseline: TF-IDF + LR on the same training and held-out rows (issue 21), as
-    # train and distill fitted it; the teacher was scored on the same held-out rows
+    speed = _scoring(url, teacher_encoder, teacher_set, teacher, frozen, students)
+    reference = speed["MiniLM + head (embed + predict)"]
     accuracy_rows = [
-        ["TF-IDF + LR (seed baseline)", "", pct(baseline), pct(baseline), ""],
-        ["frozen MiniLM + sqlheads head (gold labels)", fmt(head["parameters"]),
-         pct(head["accuracy"]), pct(head["baseline"]["accuracy"]), f"{head['seconds']:.1f}"],
-        [f"teacher {TEACHER} (all-mpnet-base-v2 fine-tuned, H100)", "109,486,464",
-         pct(teacher_accuracy), pct(head["baseline"]["accuracy"]), ""],
+        ["TF-IDF + LR (seed baseline)", "", pct(baseline), "", ""],
+        ["frozen MiniLM + head (gold labels)", fmt(frozen["parameters"]),
+         pct(frozen["accuracy"]), "", fmt(round(reference))],
+        [f"teacher: frozen {teacher_model} int8 + head", fmt(teacher["parameters"]),
+         pct(teacher["accuracy"]), "", fmt(round(speed["teacher (embed + predict)"]))],
     ]  # fmt: skip
-    for name, result in distilled.items():
+    for name, result in students.items():
+        rate = speed.get(name)
         accuracy_rows.append(
             [name, fmt(result["parameters"]), pct(result["accuracy"]),
-             pct(result["baseline"]["accuracy"]), f"{result['seconds']:.1f}"]
+             pct(result["teacher_accuracy"]), "" if rate is None else fmt(round(rate))]
         )  # fmt: skip
-    scoring_rows = [
-        [name, fmt(rows), f"{seconds:.2f}", fmt(round(rows / seconds)),
-         f"{rows / seconds / reference_rate:.1f}x"]
-        for name, (seconds, rows) in scoring.items()
-    ]  # fmt: skip
-    word_rate = scoring["word student, from text"][1] / scoring["word student, from text"][0]
+    if shared is not None:
+        accuracy_rows.append(shared)
+    teacher_seconds = default_student.get("teacher_seconds", {})
+    step_rows = [[name, f"{seconds:.1f}"] for name, seconds in steps.items()]
+    step_rows.append(["  of which: the teacher scoring the default's transfer rows",
+                      f"{teacher_seconds.get('transfer_scoring', 0.0):.1f}"])  # fmt: skip
+    scored = default_student.get("teacher_rows_scored", {})
+    curve_rows = [
+        [arch, fmt(ARCHITECTURE_SIZES[arch]["dim"]), *(pct(curve[arch][n]) for n in size["curve"])]
+        for arch in size["archs"]
+    ]
+    word_rate = speed[next(iter(students))]
+    teacher_rate = speed["teacher (embed + predict)"]
+    load = os.getloadavg()
     section = Section(
         name="students",
-        title="students: distilled from a fine-tuned teacher, scored without a GPU",
+        title="students: a frozen MPNet head teaches on the CPU",
         scale=scale,
         intro=__doc__.split("\n", 2)[2].strip(),
         tables=[
             Table(
-                f"Rotten Tomatoes test accuracy ({fmt(int((~train).sum()))} held-out rows; "
-                f"transfer set {fmt(int(train.sum()))} RT train + {fmt(len(imdb))} IMDB rows)",
-                ["model", "parameters", "accuracy", "TF-IDF + LR, same split", "fit seconds"],
+                f"Rotten Tomatoes test accuracy ({fmt(int((~train).sum()))} held-out rows) and "
+                "scoring speed from text (rows/s, each path in a fresh process)",
+                ["model", "parameters", "accuracy", "teacher, same rows", "rows/s"],
                 accuracy_rows,
             ),
             Table(
-                f"Scoring {fmt(len(rt))} Rotten Tomatoes rows into SQLite (`predictions`), "
-                "end to end, each path in a fresh process (model loading included)",
-                ["path", "rows", "seconds", "rows/s", "vs encoder + head"],
-                scoring_rows,
+                "Wall time per step (seconds), fresh SQLite file, no GPU; load average "
+                f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end",
+                ["step", "seconds"],
+                step_rows,
+            ),
+            Table(
+                "Word students: accuracy against transfer rows (the teacher's cached set; "
+                "each architecture at its size in `ARCHITECTURE_SIZES`)",
+                ["architecture", "dim", *(f"{fmt(n)} rows" for n in size["curve"])],
+                curve_rows,
             ),
         ],
         headline=[
             [
                 "students",
-                "RT: TF-IDF + LR / frozen head / word student / teacher",
-                f"{pct(baseline)} / {pct(head['accuracy'])} / {pct(word['accuracy'])} / "
-                f"{pct(teacher_accuracy)}",
+                "RT: TF-IDF + LR / frozen MiniLM head / word student / teacher",
+                f"{pct(baseline)} / {pct(frozen['accuracy'])} / "
+                f"{pct(default_student['accuracy'])} / {pct(teacher['accuracy'])}",
             ],
             [
                 "students",
-                "RT rows/s from text: word student vs encoder + head",
-                f"{fmt(round(word_rate))} vs {fmt(round(reference_rate))} "
-                f"({word_rate / reference_rate:.0f}x)",
+                "RT rows/s from text: word student vs MiniLM + head / teacher",
+                f"{fmt(round(word_rate))} vs {fmt(round(reference))} "
+                f"({word_rate / reference:.0f}x) / {fmt(round(teacher_rate))} "
+                f"({word_rate / teacher_rate:.0f}x)",
             ],
         ],  # fmt: skip
         notes=[
-            "The word student: MiniLM's own fast tokenizer (no special tokens, 256 tokens at "
-            "most), 32-d token embeddings initialised from a PCA of MiniLM's embedding matrix, "
-            "their mean concatenated with a max-pooled width-3 convolution (64 filters), an MLP "
-            "of 64 units with dropout 0.3; KL at temperature 4 on the teacher's logits, Adam "
-            "(amsgrad) at 3e-3 with linear decay, 8 epochs, batch 64. Scored by onnxruntime "
-            "from the text alone.",
-            "Choices measured while building the defaults (the same data and split, one run "
-            "each, by the engine alone, on 2 cores shared with other work): temperature 1 / 2 / "
-            "4 / 8: 77.6 / 78.3 / 79.7 / 79.4 %; at temperature 2, 12 epochs instead of 8: "
-            "78.7 %, dropout 0.3 instead of 0.1: 78.7 %; temperature 4 with dropout 0.3 (the "
-            "default): 79.8 %, with 12 epochs: 78.1 %. One run's spread on 1,706 test rows is "
-            "about a point: read the differences under a point as noise.",
-            "The head student is a head on the set's frozen MiniLM vectors trained on the same "
-            "soft labels: its vectors cannot express what the teacher learnt, so it stays near "
-            "the gold-label head.",
+            f"The default word student: {DEFAULT_ARCH}, "
+            f"{json.dumps(ARCHITECTURE_SIZES[DEFAULT_ARCH])}; the teacher scored "
+            f"{fmt(scored.get('transfer_rows_scored', 0))} transfer rows for it "
+            f"({fmt(scored.get('own_rows_from_stored_vectors', 0))} own rows from the vectors "
+            "its set stored) and every later student reused them.",
         ],
     )
-    section.plots.append(_plot(out_dir, accuracy_rows))
-    store.engine.dispose()
+    section.plots.append(_plot(out_dir, accuracy_rows, curve, size["curve"]))
     return section
 
 
-def _timed(url: str, statement: str) -> tuple[float, int]:
-    """Seconds and rows of one scoring ``statement`` run in a fresh Python process."""
-    import json
-    import subprocess
-    import sys
+def _shared_teacher(store, rt, size, folder) -> list[str] | None:
+    """The default word student distilled from the GPU teacher's shared logits (RT train and
+    IMDB rows), as a row of the accuracy table; None where the logits are not at hand."""
+    from sqlheads import datasets, host
+    from sqlheads.engine.students import DEFAULT_ARCH
 
+    path = teacher_logits_path()
+    if path is None:
+        return None
+    imdb = seeded_subsample(datasets.imdb(), size["imdb"])
+    imdb[["item_key", "text"]].to_sql("imdb_reviews", store.engine, index=False)
+    logits = pd.read_csv(path)
+    logits = logits[logits["teacher"] == "mpnet-rt"]
+    keys = set(rt["item_key"]) | set(imdb["item_key"])
+    logits[logits["item_key"].isin(keys)].to_sql("shared_logits", store.engine, index=False)
+    result = host.distill(
+        store, head="rt_shared_student", set_name="rt_minilm", labels=LABELS, deploy="never",
+        soft_labels="SELECT item_key, logit_negative AS negative, logit_positive AS positive "
+        "FROM shared_logits", arch=DEFAULT_ARCH,
+        source="SELECT item_key, text FROM rt_reviews UNION ALL SELECT item_key, text FROM "
+        "imdb_reviews",
+    )  # fmt: skip
+    return [
+        f"word student ({DEFAULT_ARCH}) from the GPU teacher mpnet-rt's logits, RT train + "
+        f"{fmt(len(imdb))} IMDB rows",
+        fmt(result["parameters"]), pct(result["accuracy"]), pct(result["teacher_accuracy"]), "",
+    ]  # fmt: skip
+
+
+def _scoring(url, teacher_encoder, teacher_set, teacher, frozen, students) -> dict[str, float]:
+    """Rows/s scoring every RT row from its text into ``predictions``, each path in a fresh
+    process (model loading included, imports not): the encoders embed into a new set."""
+    paths = {
+        "MiniLM + head (embed + predict)": (
+            f"host.embed(store, set_name='score_minilm', source={RT_SOURCE!r}); "
+            f"scored = host.predict(store, head={FROZEN!r}, set_name='score_minilm', "
+            f"version={frozen['version']})"
+        ),
+        "teacher (embed + predict)": (
+            f"host.embed(store, set_name='score_teacher', source={RT_SOURCE!r}, "
+            f"encoder={teacher_encoder!r}); "
+            f"scored = host.predict(store, head={TEACHER!r}, set_name='score_teacher', "
+            f"version={teacher['version']})"
+        ),
+    }
+    for name, result in students.items():
+        if result["kind"] == "head":
+            continue
+        paths[name] = (
+            f"scored = host.predict(store, head={STUDENT!r}, set_name={teacher_set!r}, "
+            f"version={result['version']}, source={RT_SOURCE!r})"
+        )
+    speed = {}
+    for name, statement in paths.items():
+        seconds, rows = _timed(url, statement)
+        speed[name] = rows / seconds
+    return speed
+
+
+def _timed(url: str, statement: str) -> tuple[float, int]:
     program = (
         "import json, time\n"
         "from sqlheads import host\n"
@@ -230,15 +322,25 @@ def _timed(url: str, statement: str) -> tuple[float, int]:
     return float(seconds), int(rows)
 
 
-def _plot(out_dir: Path, rows: list[list[str]]) -> str:
+def _plot(out_dir: Path, rows: list[list[str]], curve, counts) -> str:
     plt = pyplot()
-    names = [r[0] for r in rows]
-    values = [float(r[2].rstrip(" %")) for r in rows]
-    figure, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.2))
-    bars = ax.barh(range(len(rows)), values, color=[f"C{i}" for i in range(len(rows))])
-    ax.bar_label(bars, fmt="%.1f", fontsize=8)
-    ax.set_yticks(range(len(rows)), names, fontsize=8)
-    ax.set_xlim(max(0.0, min(values) - 10), 100)
-    ax.set_xlabel("Rotten Tomatoes test accuracy (%)")
-    ax.invert_yaxis()
+    figure, (speed_ax, curve_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
+    for index, row in enumerate(rows):
+        accuracy = float(row[2].rstrip(" %"))
+        if row[4]:
+            speed_ax.scatter(float(row[4].replace(",", "")), accuracy, s=50, color=f"C{index % 10}")
+            speed_ax.annotate(row[0][:38], (float(row[4].replace(",", "")), accuracy),
+                              fontsize=6, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+        elif row[0].startswith("TF-IDF + LR"):
+            speed_ax.axhline(accuracy, color="gray", linestyle="--", label=row[0])
+    speed_ax.set(xscale="log", xlabel="rows/s from text (2 cores)",
+                 ylabel="RT test accuracy (%)", title="accuracy against speed")  # fmt: skip
+    speed_ax.grid(True, which="both", alpha=0.3)
+    speed_ax.legend(fontsize=7)
+    for arch, points in curve.items():
+        curve_ax.plot(list(counts), [100 * points[n] for n in counts], marker="o", label=arch)
+    curve_ax.set(xlabel="transfer rows", ylabel="RT test accuracy (%)",
+                 title="word students: accuracy against transfer rows")  # fmt: skip
+    curve_ax.grid(True, alpha=0.3)
+    curve_ax.legend(fontsize=8)
     return save_figure(figure, out_dir, "bench-students.png")

@@ -45,6 +45,23 @@ def embedded(store: Store, rt_sample: pd.DataFrame) -> Store:
     return store
 
 
+def copied_store(template, folder) -> Store:
+    """A test's own copy of a store file that a module-scoped fixture built once."""
+    import sqlite3
+
+    copy = folder / "heads.db"
+    with sqlite3.connect(template) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    return Store.from_url(f"sqlite:///{copy}")
+
+
+def count_rows(store: Store, table) -> int:
+    from sqlalchemy import func, select
+
+    with store.engine.connect() as c:
+        return int(c.execute(select(func.count()).select_from(table)).scalar_one())
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     if OWN_CACHE:
         shutil.rmtree(OWN_CACHE, ignore_errors=True)

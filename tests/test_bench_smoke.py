@@ -24,13 +24,6 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ORDER)
 def test_benchmark_runs_at_tiny_sizes(name: str, tmp_path: Path):
-    if name == "students":
-        from bench.students import teacher_logits_path
-
-        try:
-            teacher_logits_path()
-        except FileNotFoundError as missing:  # a data set never committed: CI lays it beside
-            pytest.skip(f"the students benchmark's input is not here: {missing}")
     page = run_benchmark(name, tmp_path, "tiny")
 
     text = page.read_text()

@@ -112,8 +112,8 @@ def test_request_teacher_options_have_help_and_the_jobs_defaults():
 
     knobs = {f.name: f.default for f in fields(TeacherParams)}
     for name, (_, default) in cli_help.TEACHER_OPTIONS.items():
-        if name == "student_model":
-            assert default == DEFAULTS["student_model"]
+        if name in ("student_model", "transfer_rows"):
+            assert default == DEFAULTS[name], name
         elif name in knobs:
             assert default == ("none" if knobs[name] is None else knobs[name]), name
     text = _help("request-teacher")

@@ -1,6 +1,7 @@
 """Issue 9's "done when", end to end on the CPU: `sqlheads request-teacher` then `sqlheads
-sidecar --once` fine-tunes a tiny teacher (MiniLM, a few steps), stores its soft labels and
-trains both students, which appear in model_summary; `predict` fills latest_predictions.
+sidecar --once` fine-tunes a tiny teacher (MiniLM, a few steps), stores its soft labels, scores
+transfer rows for its students, and trains both students, which appear in model_summary;
+`predict` fills latest_predictions. On a GPU the same job runs on cuda (none was lent to check).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlheads.store import schema as s
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
 from sqlheads.store.soft_labels import find_teacher, read_soft_labels
+from sqlheads.verbs.teach import held_out_keys
 
 runner = CliRunner()
 
@@ -38,7 +40,7 @@ def test_request_teacher_then_sidecar_once(store: Store, rt_sample: pd.DataFrame
         "--labels", "SELECT item_key, label FROM reviews",
         "--model", "all-MiniLM-L6-v2", "--student", "encoder", "--student", "word",
         "--max-steps", "3", "--max-length", "32", "--batch-size", "8", "--epochs", "1",
-        "--deploy", "always",
+        "--deploy", "always", "--transfer-rows", "30",
     )  # fmt: skip
     # The stored parameters are complete: source from the set, defaults filled in.
     assert requested["parameters"]["source"] == "SELECT item_key, text FROM reviews"
@@ -51,6 +53,16 @@ def test_request_teacher_then_sidecar_once(store: Store, rt_sample: pd.DataFrame
     assert not (cache_dir() / "jobs" / f"job-{job.job_id}").exists()
     result = json.loads(JobQueue(store).listing()["result_json"].iloc[0])
     assert set(result["students"]) == {"encoder", "word"}
+    # The teacher scored the transfer rows where it ran; both students read them from the cache.
+    assert result["teacher"]["transfer_rows"] == 30
+    for student in result["students"].values():
+        assert student["teacher_rows_scored"]["transfer_rows_scored"] == 0
+        assert student["teacher_rows_scored"]["transfer_rows_cached"] == 30
+        assert student["rows_train"] == 32 + 30  # 80 % of the 40 rows, and the transfer rows
+    with store.engine.connect() as c:
+        origins = set(c.execute(select(s.transfer_rows.c.origin_key)).scalars())
+    held_out = held_out_keys(tiny[["item_key", "label"]], 0.2, 0)
+    assert origins and origins <= set(tiny["item_key"]) - held_out
 
     versions = host.models(store)
     kinds = set(zip(versions["head"], versions["kind"], strict=True))

@@ -2,9 +2,10 @@
 (sqlheads.store.server_versions) agree, and bind what SQL Server can take: each models column
 the sidecar writes is a parameter of the procedure, and a ``varbinary(max)`` value that is None
 is written as NULL, never bound (a NULL bound untyped arrives as varchar, which SQL Server will
-not convert implicitly: Msg 257, mssql-python #458). That the version, its deployment and
-the re-scoring are one transaction is read as statements in tests/test_sqlserver_statements.py;
-the contract of every EXEC the Python sends is checked there too."""
+not convert implicitly: Msg 257, mssql-python #458). That the version, the keys it was
+labelled on, its deployment and the re-scoring are one transaction is read as statements in
+tests/test_sqlserver_statements.py; the contract of every EXEC the Python sends is checked
+there too."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def test_every_models_column_is_a_parameter_of_the_procedure() -> None:
     declared = [p.name for p in procedure_parameters(PROCEDURES["heads.add_version"])]
     assert set(COLUMNS) <= set(declared)
     assert {"job_id", "worker", "deploy", "model_id", "deployed"} <= set(declared)
+    assert "labelled_keys_json" in declared  # the keys the version was labelled on (0007)
     assert "deploy_reason" not in declared  # the procedure decides the deployment itself
 
 

@@ -20,7 +20,7 @@ from sqlserver_tsql import (
 
 from sqlheads.compute.columns import DISTILL_OUTPUT, EMBED_OUTPUT, PREDICT_OUTPUT, TRAIN_OUTPUT
 from sqlheads.errors import ERRORS
-from sqlheads.store import schema, server_versions
+from sqlheads.store import queue_drift, schema, server_versions
 
 # The procedures analysts and admins call, as they stand at the newest revision.
 PUBLIC = sorted(
@@ -136,7 +136,10 @@ def test_every_error_number_is_documented() -> None:
 TABLES = {t.name: {c.name for c in t.columns} for t in schema.metadata.sorted_tables}
 # SQL Server only (migration 0003): Python's policy, copied by every migration.
 TABLES["settings"] = {"name", "default_value", "choices", "minimum", "maximum"}
-VIEWS = {name: list(build().selected_columns.keys()) for name, build in schema.VIEWS.items()}
+VIEWS = {
+    name: list(build().selected_columns.keys())
+    for name, build in (schema.VIEWS | queue_drift.VIEWS).items()
+}
 OBJECTS = {sqlheads_sql.object_name(p)[1] for p in sqlheads_sql.object_files()}
 
 

@@ -432,3 +432,37 @@ def test_sidecar_jobs_requested_in_tsql_run_as_the_sidecar_login(admin, people) 
         sidecar.engine.dispose()
         run(admin, "EXEC heads.drop_set @set = ?, @progress = 0", set_name)
         run(admin, f"DROP USER {login}; DROP LOGIN {login};")
+
+
+def test_the_label_queue_and_drift_as_a_reader(admin, people) -> None:
+    """Revision 0007: heads.train records the keys a version was labelled on (heads.write_version)
+    and a reader sees the rest in heads.label_queue, and each scored set in heads.drift."""
+    s = admin.suffix
+    analyst, reader, head, table = people["analyst"], people["reader"], f"l_{s}", people["table"]
+    source = f"SELECT review_id AS item_key, body AS text FROM {table}"
+    even = f"SELECT review_id AS item_key, quality AS label FROM {table} WHERE review_id % 2 = 0"
+    run(analyst, "EXEC heads.embed @set = ?, @source = ?, @progress = 0", f"r_{s}", source)
+    run(
+        analyst,
+        "EXEC heads.train @head = ?, @set = ?, @labels = ?, @deploy = 'always'",
+        head,
+        f"r_{s}",
+        even,
+    )
+    run(analyst, "EXEC heads.predict @head = ?, @set = ?, @progress = 0", head, f"r_{s}")
+    queue = run(
+        reader,
+        "SELECT item_key, margin FROM heads.label_queue WHERE head = ? ORDER BY margin",
+        head,
+    )
+    assert sorted(int(r["item_key"]) for r in queue) == [i for i, _, _ in REVIEWS if i % 2]
+    assert all(0 <= r["margin"] <= 1 for r in queue)
+    drift = run(
+        reader,
+        "SELECT set_name, rows_scored, judged, drifted FROM heads.drift WHERE head = ?",
+        head,
+    )
+    assert [(r["set_name"], r["rows_scored"], r["judged"]) for r in drift] == [
+        (f"r_{s}", len(queue), 0)  # fewer rows than the recorded minimum: not judged
+    ]
+    run(admin, "EXEC heads.drop_head @head = ?", head)

@@ -16,8 +16,8 @@ import pytest
 from sqlserver_tsql import ExternalCall, external_calls, input_columns
 
 from sqlheads import procedures, settings, sqlserver
-from sqlheads.compute import columns
-from sqlheads.store.vectors import pack_rows
+from sqlheads.compute import columns, teach
+from sqlheads.store.vectors import pack_rows, unpack_rows
 
 CALLS = {call.path.stem: call for call in external_calls()}
 VERBS = {
@@ -27,6 +27,7 @@ VERBS = {
     "decide_run": "decide",
     "distill_run": "distill",
     "soft_labels_run": "soft_labels",
+    "teach_run": "teach",
 }
 INPUTS = {
     "embed": columns.EMBED_INPUT,
@@ -35,6 +36,7 @@ INPUTS = {
     "decide": columns.DECIDE_INPUT,
     "distill": columns.DISTILL_INPUT + ("text", "vector"),
     "soft_labels": columns.SOFT_LABELS_INPUT,
+    "teach": teach.TEACH_INPUT,
 }
 OUTPUTS = {verb: function[1] for verb, function in procedures.SQL_SERVER_VERBS.items()}
 # WITH RESULT SETS types -> the Python type sql_server_call must hand over for them
@@ -509,3 +511,49 @@ def test_predict_script_scores_a_word_student_from_text(rt_sample) -> None:
     assert_typed(out, "predict")
     assert len(out) == 80  # the blank text is skipped, not scored
     assert set(out["label"]) <= {"negative", "positive"}
+
+
+def test_teach_script_scores_the_rows_and_transfer_rows_made_from_learnable_rows_only() -> None:
+    """heads.distill @teacher_head: any deployed version teaches in the server's Python; here a
+    word student (a model that reads text, so no encoder is needed) is the teacher."""
+    from sqlheads.engine.catalog import catalog_encoder
+    from sqlheads.engine.distillation import DistillParams
+    from sqlheads.engine.evaluation import held_out_keys
+    from sqlheads.engine.students import WordStudent, word_student_params
+
+    tokenizer_json = (
+        catalog_encoder("all-MiniLM-L6-v2").model_dir() / "tokenizer.json"
+    ).read_text()
+    words = {"good": "a fine , warm and funny film", "bad": "a dull , cold and tedious film"}
+    labels = [("good", "bad")[i % 2] for i in range(60)]
+    texts = [f"{words[label]} number {i}" for i, label in enumerate(labels)]
+    gold = np.array([label == "good" for label in labels], dtype=int)
+    teacher = WordStudent(word_student_params("bag")).fit(
+        texts, ["bad", "good"], np.stack([1 - gold, gold], 1).astype(np.float32) * 3, gold,
+        tokenizer_json=tokenizer_json, distill=DistillParams(epochs=1),
+    )  # fmt: skip
+    blob = teacher.to_bytes()
+    keys = [f"k{i:02d}" for i in range(60)]
+    given = [None if i >= 50 else label for i, label in enumerate(labels)]  # 10 unlabelled
+    teach_input = pd.DataFrame(
+        {"item_key": keys, "text": texts, "label": given, "teacher_vector": [None] * 60,
+         "teacher_text_sha256": [None] * 60}
+    )  # fmt: skip
+    values = dict(
+        teacher_blob=blob, teacher_sha256=hashlib.sha256(blob).hexdigest(),
+        teacher_kind="word_student", student_tokenizer_json=tokenizer_json, transfer_rows=40,
+        test_fraction=0.2, seed=0,
+    )  # fmt: skip
+    taught = run_script(CALLS["teach_run"], teach_input, **values)
+    assert taught["error_number"] == 0, taught["error_message"]
+    out = taught["OutputDataSet"]
+    assert_typed(out, "teach")
+    own, made = out[out["transfer"] == 0], out[out["transfer"] == 1]
+    assert list(own["item_key"]) == keys and len(made) == 40
+    assert not set(made["item_key"]) & set(keys)
+    held_out = held_out_keys(keys, given, test_fraction=0.2, seed=0)
+    assert len(held_out) == 10 and not set(made["origin_key"]) & held_out
+    expected = np.log(np.clip(teacher.predict_proba(texts), 1e-7, 1))
+    assert np.allclose(unpack_rows(own["logits"].tolist(), 2), expected, atol=1e-5)
+    wrong = run_script(CALLS["teach_run"], teach_input, **values | {"teacher_sha256": "0" * 64})
+    assert wrong["error_number"] == 50012 and "corrupt" in wrong["error_message"]

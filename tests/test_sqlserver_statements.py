@@ -332,6 +332,7 @@ WRITES = (
     "heads.take_lock",
     "EXEC heads.decide_run",
     "INSERT INTO heads.models",
+    "INSERT INTO heads.labelled_keys",
     "INSERT INTO heads.deployments",
     "EXEC heads.replace_predictions",
 )
@@ -348,8 +349,9 @@ def one_transaction(body: list[Statement]) -> set[Flow] | None:
 
 
 def test_add_version_writes_the_version_its_deployment_and_rescoring_in_one_transaction() -> None:
-    """Under the head's lock, on every path: the decision, the version, the deployment and
-    the predictions it replaces, in the transaction that took the lock."""
+    """Under the head's lock, on every path: the decision, the version, the keys it was
+    labelled on, the deployment and the predictions it replaces, in the transaction that took
+    the lock."""
     text = newest("heads.add_version").read_text()
     assert one_transaction(_body_of(text)) is not None
     body = _body_of(text)

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pandas as pd
 import pytest
-from sqlalchemy import func, select
+from conftest import copied_store, count_rows
 
 from sqlheads import host, procedures
 from sqlheads.compute import columns
@@ -69,15 +68,11 @@ def taught_template(tmp_path_factory, rt_sample) -> Path:
 
 @pytest.fixture
 def taught(taught_template: Path, tmp_path) -> Store:
-    copy = tmp_path / "heads.db"
-    with sqlite3.connect(taught_template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+    return copied_store(taught_template, tmp_path)
 
 
 def _count(store: Store, table) -> int:
-    with store.engine.connect() as c:
-        return int(c.execute(select(func.count()).select_from(table)).scalar_one())
+    return count_rows(store, table)
 
 
 def _distill(store: Store, **kwargs):
@@ -113,7 +108,8 @@ def test_word_student_is_under_a_million_parameters_and_its_onnx_matches_pytorch
         encoder_onnx=onnx,
         distill=DistillParams(epochs=3),
     )
-    assert 900_000 < student.n_parameters_ < 1_000_000
+    # the default (cnn) over the few thousand tokens 600 reviews use: well under the budget
+    assert 200_000 < student.n_parameters_ < 1_000_000
     # fit itself refuses an export off by more than 1e-4; this asserts the figure it measured
     assert student.parity_max_abs_diff_ is not None and student.parity_max_abs_diff_ <= 1e-4
     # the blob alone (graph + tokenisation contract in its metadata) scores raw text again

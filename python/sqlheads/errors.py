@@ -27,13 +27,15 @@ class SqlheadsError(Exception):
 
 
 class NotFoundError(SqlheadsError):
-    """A set, head, version or encoder that does not exist."""
+    """A set, head, version or encoder that does not exist; a head with no deployed version; a
+    deployed version that recorded no labelled keys (``label-queue``: trained before 0007)."""
 
     number = 50001
 
 
 class InvalidNameError(SqlheadsError):
-    """A set, head or encoder name outside the allowed form."""
+    """A set, head, encoder or labelling table (``label-queue --into``) name outside the
+    allowed form."""
 
     number = 50002
 
@@ -106,7 +108,8 @@ class NotInitialisedError(SqlheadsError):
 
 
 class InUseError(SqlheadsError):
-    """An object that other objects still use (a set with heads trained on it)."""
+    """An object that other objects still use (a set with heads trained on it), or a table
+    ``label-queue --into`` would overwrite without ``--replace``."""
 
     number = 50015
 
@@ -151,6 +154,18 @@ class MissingTextError(SqlheadsError):
     """A text model asked to score or learn without a query that returns the rows' text."""
 
     number = 50024
+
+
+class TeacherNotDeployedError(SqlheadsError):
+    """A teacher head that exists but has no deployed version to teach with."""
+
+    number = 50027
+
+
+class TeacherDroppedError(SqlheadsError):
+    """A teacher head dropped (or its taught version deleted) while a student was distilled."""
+
+    number = 50028
 
 
 class UnsupportedDatabaseError(SqlheadsError):
@@ -325,6 +340,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     UnknownKindError,
     HeldOutLeakError,
     MissingTextError,
+    TeacherNotDeployedError,
+    TeacherDroppedError,
     UnsupportedDatabaseError,
     QueryNotAllowedError,
     EncoderNotInstalledError,

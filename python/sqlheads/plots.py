@@ -2,8 +2,9 @@
 
 - ``versions``: a head's versions over time (held-out accuracy and macro-F1 by creation time,
   the deployed one starred), from ``model_summary``;
-- ``students``: a head's students against their teacher, held-out accuracy against rows/s,
-  the rows/s measured here by scoring a sample of the set's rows with each version;
+- ``students``: a head's versions, the versions that taught its students and its TF-IDF
+  baseline, held-out accuracy against rows/s from text, measured here by scoring a sample of
+  each version's set (the encoder included for a model that reads vectors);
 - ``job``: a sidecar job's progress (from ``jobs``) and, for a teacher job, the teacher's
   training loss curve.
 """
@@ -11,22 +12,16 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.compute.columns import EMBED_INPUT
-from sqlheads.compute.predict import predict
-from sqlheads.engine.kinds import model_kind
 from sqlheads.errors import InvalidParameterError, NotFoundError
-from sqlheads.report import pyplot
-from sqlheads.store.repository import Model, Store
-from sqlheads.verbs.rows import text_source
+from sqlheads.report import draw_students, pyplot, student_points
+from sqlheads.store.repository import Store
 
-SAMPLE_ROWS = 256  # rows scored per version to measure rows/s
 SIZE = (6.4, 4.4)  # as report.py's figures
 
 
@@ -73,36 +68,13 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
 
 
 def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
-    """Each version of a head, and its students' teacher, as accuracy against rows/s."""
-    versions = _versions(store, head)
-    points = [
-        _speed(store, store.find_model(head, int(row.version)), row.set_name)
-        for row in versions.itertuples()
-    ]
-    teacher_model = _teacher_model(store, head)
+    """A head's versions, the versions that taught its students and its TF-IDF baseline, as
+    held-out accuracy against rows/s from text (:func:`sqlheads.report.student_points`)."""
+    points, baseline = student_points(store, head)
     plt = pyplot()
     figure, ax = plt.subplots(figsize=SIZE)
-    for point in points:
-        ax.scatter(point["rows_per_second"], point["accuracy"], s=60)
-        ax.annotate(f"v{point['version']} {point['kind']}",
-                    (point["rows_per_second"], point["accuracy"]), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
-    if teacher_model is not None:
-        teacher_set = _versions(store, teacher_model.head).iloc[0]["set_name"]
-        teacher = _speed(store, teacher_model, teacher_set)
-        points.append(teacher)
-        ax.scatter(teacher["rows_per_second"], teacher["accuracy"], marker="*", s=220,
-                   color="gold", edgecolors="black", label=teacher_model.head)  # fmt: skip
-    taught = versions["teacher_accuracy"].dropna()
-    if teacher_model is None and not taught.empty:  # soft labels from a table: no speed
-        ax.axhline(float(taught.iloc[-1]), color="gray", linestyle="--",
-                   label="teacher (soft labels given as a table)")  # fmt: skip
-    ax.set(xscale="log", xlabel=f"rows/s (scoring {SAMPLE_ROWS} rows of the set, this machine)",
-           ylabel="held-out accuracy", title=f"{head}: teacher and students")  # fmt: skip
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    return _saved(plt, figure, out, {"head": head, "points": points})
+    draw_students(ax, head, points, baseline)
+    return _saved(plt, figure, out, {"head": head, "points": points, "baseline": baseline})
 
 
 def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
@@ -142,41 +114,6 @@ def _versions(store: Store, head: str) -> pd.DataFrame:
             f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`"
         )
     return versions
-
-
-def _teacher_model(store: Store, head: str) -> Model | None:
-    """The fine-tuned teacher the sidecar stores as ``<head>_teacher``, if there is one."""
-    try:
-        return store.find_model(f"{head}_teacher", None)
-    except NotFoundError:
-        teachers = store.read_view("model_summary", head=f"{head}_teacher")
-        if teachers.empty:
-            return None
-        return store.find_model(f"{head}_teacher", int(teachers["version"].max()))
-
-
-def _speed(store: Store, model: Model, set_name: str) -> dict[str, Any]:
-    """Score a sample of the version's set and time it: rows/s on this machine."""
-    kind = model_kind(model.kind)
-    embedding_set = store.require_set(set_name)
-    if kind.reads == "vector":
-        sample = next(store.iter_vectors(model.set_id, SAMPLE_ROWS))
-    else:
-        # the set's stored query, for its author alone (verbs.rows.stored_source)
-        source = text_source(store, embedding_set, None)
-        sample = next(source.chunks(EMBED_INPUT, "source", SAMPLE_ROWS))
-    blob = store.model_blob(model.model_id)
-    arguments = {"model_sha256": model.sha256, "model_blob": blob, "kind": model.kind}
-    predict(sample.head(2), **arguments)  # load once, outside the timing
-    started = time.perf_counter()
-    predict(sample, **arguments)
-    seconds = time.perf_counter() - started
-    return {
-        "version": model.version,
-        "kind": model.kind,
-        "accuracy": model.accuracy,
-        "rows_per_second": round(len(sample) / seconds, 1),
-    }
 
 
 def _job_loss_curve(store: Store, job: pd.Series) -> list[float]:

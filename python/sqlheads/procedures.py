@@ -26,6 +26,7 @@ from sqlheads.compute.distill import distill
 from sqlheads.compute.embed import embed
 from sqlheads.compute.predict import predict
 from sqlheads.compute.soft_labels import soft_labels
+from sqlheads.compute.teach import teach
 from sqlheads.compute.train import train
 from sqlheads.engine import kinds
 from sqlheads.errors import InternalError, InvalidParameterError, SqlheadsError
@@ -38,6 +39,7 @@ SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]]
     "decide": (decide, DECIDE_OUTPUT),
     "distill": (distill, DISTILL_OUTPUT),
     "soft_labels": (soft_labels, SOFT_LABELS_OUTPUT),
+    "teach": (teach, tuple(RESULT_TYPES["teach"])),
 }
 
 

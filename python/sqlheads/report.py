@@ -14,7 +14,13 @@ per_class            precision|recall|f1      class               metric
 loss_curve           train_loss               epoch (1-based)     mean training loss
 score_histogram      predicted label          bin's lower edge    predictions
 baseline             model|tfidf_lr           accuracy|macro_f1   held-out metric
+queue_margin         unlabelled               bin's lower edge    rows in the queue
+drift                set                      signal              its value
+drift_shares         set|training             class               share of rows
 ===================  =======================  ==================  ==================
+
+The queue and drift sections (``label_queue`` and ``drift`` views, with the verbs' additions)
+are the deployed version's: a report of another version says so instead.
 
 The version comparison needs no rows of its own: BI tools read ``model_summary`` directly.
 This module sits above the store and the engine; matplotlib (the ``report`` extra) draws with
@@ -25,16 +31,25 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError
+from sqlheads.errors import (
+    InvalidParameterError,
+    NotFoundError,
+    SqlheadsError,
+    StoredQueryOwnerError,
+)
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
+from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
+from sqlheads.verbs.drift import drift
+from sqlheads.verbs.label_queue import label_queue
+from sqlheads.verbs.rows import stored_source
 
 SCORE_BINS = 20
 FIGURES = (
@@ -44,6 +59,16 @@ FIGURES = (
     "loss_curve",
     "versions",
     "baseline",
+    "queue_margin",
+    "drift_shares",
+)
+QUEUE_TOP = 10  # rows of the label queue the page lists
+DRIFT_SIGNALS = (
+    "rows_scored",
+    "mean_top_probability",
+    "top_probability_psi",
+    "largest_share_gap",
+    "embedding_shift",
 )
 
 
@@ -57,6 +82,9 @@ class ReportData:
     loss_curve: list[float]
     scores: pd.DataFrame  # label, score: this version's rows in predictions
     versions: pd.DataFrame  # model_summary rows of the head
+    queue: dict[str, Any] | str = ""  # label_queue's result, or why there is none
+    margins: np.ndarray = field(default_factory=lambda: np.empty(0))  # the whole queue's
+    drift: dict[str, Any] | str = ""  # drift's result, or why there is none
 
     @property
     def classes(self) -> list[str]:
@@ -67,7 +95,7 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
     """The deployed version of ``head`` (or ``version``) with its metrics and predictions."""
     model = store.find_model(head, version)
     record = store.model_record(model.model_id)
-    return ReportData(
+    data = ReportData(
         model=model,
         record=record,
         metrics=json.loads(record["metrics_json"]),
@@ -75,6 +103,17 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
         scores=prediction_scores(store, model.model_id),
         versions=store.read_view("model_summary", head=head).sort_values("version"),
     )
+    deployed = store.deployed_model(head)
+    if deployed is None or deployed.model_id != model.model_id:
+        data.queue = data.drift = "shown for the deployed version only"
+        return data
+    try:
+        data.queue = label_queue(store, head=head, n=QUEUE_TOP)
+        data.margins = queue_margins(store, model.model_id)
+    except SqlheadsError as error:  # a version that recorded no labelled keys: say so
+        data.queue = error.message
+    data.drift = drift(store, head=head)
+    return data
 
 
 def histogram_edges() -> np.ndarray:
@@ -108,6 +147,17 @@ def figure_rows(data: ReportData) -> list[dict[str, Any]]:
     for series, metrics in _against_baseline(data).items():
         for metric, value in metrics.items():
             add("baseline", series, metric, value)
+    if len(data.margins):
+        counts, _ = np.histogram(data.margins, bins=edges)
+        for edge, count in zip(edges[:-1], counts, strict=True):
+            add("queue_margin", "unlabelled", f"{edge:.2f}", count)
+    for found in data.drift["sets"] if isinstance(data.drift, dict) else []:
+        for signal in (*DRIFT_SIGNALS, "drifted"):
+            if found[signal] is not None:
+                add("drift", found["set"], signal, float(found[signal]))
+        for name, shares in found["class_shares"].items():
+            add("drift_shares", found["set"], name, shares["predicted"])
+            add("drift_shares", "training", name, shares["training"])
     return rows
 
 
@@ -127,13 +177,23 @@ def _against_baseline(data: ReportData) -> dict[str, dict[str, float]]:
 def build_report(
     store: Store, head: str, *, version: int | None = None, out_dir: str | Path | None = None
 ) -> dict[str, Any]:
-    """Write ``index.html`` and its PNG plots for a version; store the figures' numbers."""
+    """Write ``index.html`` and its PNG plots for a version; store the figures' numbers. A
+    head with students also gets their figure: teacher, students, frozen heads and the
+    baseline, accuracy against rows/s (:func:`student_points`)."""
     data = load_report_data(store, head, version)
     rows = figure_rows(data)
     store_figures(store, data.model.model_id, rows)
     out = Path(out_dir) if out_dir is not None else Path(f"report-{head}-v{data.model.version}")
     out.mkdir(parents=True, exist_ok=True)
     plots = draw(data, out)
+    if data.versions["teacher_accuracy"].notna().any():
+        plt = pyplot()
+        figure, ax = plt.subplots(figsize=(6.4, 4.4))
+        draw_students(ax, head, *student_points(store, head))
+        figure.tight_layout()
+        plots["students"] = "students.png"
+        figure.savefig(out / plots["students"], dpi=100)
+        plt.close(figure)
     page = out / "index.html"
     page.write_text(render_html(data, plots), encoding="utf-8")
     return {
@@ -175,6 +235,8 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
         "loss_curve": _loss,
         "versions": _versions,
         "baseline": _baseline,
+        "queue_margin": _queue_margins,
+        "drift_shares": _drift_shares,
     }
     files = {}
     for name in FIGURES:
@@ -185,6 +247,102 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
         figure.savefig(out / files[name], dpi=100)
         plt.close(figure)
     return files
+
+
+def student_points(store: Store, head: str) -> tuple[list[dict[str, Any]], float | None]:
+    """Each version of ``head`` and each version that taught one of them (a teacher head's,
+    or a sidecar's fine-tuned teacher), with its held-out accuracy and its rows/s from text on
+    this machine (scoring :data:`SPEED_ROWS` rows of its set's source, the encoder included
+    for a model that reads vectors); and the TF-IDF baseline of the newest version."""
+    from sqlheads.store.soft_labels import find_teacher
+
+    versions = store.read_view("model_summary", head=head).sort_values("version")
+    if versions.empty:
+        raise NotFoundError(
+            f"head {head!r} has no versions: train it with `sqlheads train --head {head} ...`"
+        )
+    points = []
+    teachers: dict[int, str] = {}
+    for row in versions.itertuples():
+        model = store.find_model(head, int(row.version))
+        role = "student" if pd.notna(row.teacher_accuracy) else "head"
+        points.append(_speed(store, model, row.set_name, role))
+        found = find_teacher(store, row.teacher) if isinstance(row.teacher, str) else None
+        if found is not None and found.model_id is not None:
+            teachers[found.model_id] = found.name
+    for model_id in teachers:
+        try:
+            teacher = store.model_by_id(model_id)
+        except Exception:  # noqa: BLE001 - a teacher head dropped since: nothing to time
+            continue
+        summary = store.read_view("model_summary", head=teacher.head)
+        set_name = summary[summary["model_id"] == model_id]["set_name"].iloc[0]
+        points.append(_speed(store, teacher, set_name, "teacher"))
+    baseline = versions["baseline_accuracy"].dropna()
+    return points, (float(baseline.iloc[-1]) if len(baseline) else None)
+
+
+SPEED_ROWS = 256  # rows of a set scored to time a version
+
+
+def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, Any]:
+    import time
+
+    from sqlheads.compute.columns import EMBED_INPUT
+    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.kinds import model_kind
+
+    found = store.find_set(set_name)
+    point = {"head": model.head, "version": model.version, "kind": model.kind, "role": role,
+             "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
+    try:  # the set's stored query runs for its author alone: for anyone else, no timing
+        source = None if found is None else stored_source(store, found)
+    except StoredQueryOwnerError:
+        source = None
+    if source is None:
+        return point  # no text to time it on
+    texts = next(store.run_query(source, EMBED_INPUT, "source", SPEED_ROWS))
+    texts = texts["text"].astype(str).tolist()
+    kind = model_kind(model.kind)
+    scorer = kind.load(store.model_blob(model.model_id))
+    encoder = None
+    if kind.reads == "vector":
+        registered = store.encoder(model.encoder_id)
+        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
+        encoder = load_encoder(registered.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
+                               dim=registered.dim, max_length=registered.max_length)  # fmt: skip
+
+    def score(part: list[str]) -> None:
+        scorer.predict_proba(part if encoder is None else encoder.encode(part).vectors)
+
+    score(texts[:2])  # loaded once, outside the timing
+    started = time.perf_counter()
+    score(texts)
+    point["rows_per_second"] = round(len(texts) / (time.perf_counter() - started), 1)
+    return point
+
+
+def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float | None) -> None:
+    styles = {"teacher": ("*", 220, "gold"), "student": ("o", 60, "tab:blue"),
+              "head": ("s", 60, "tab:green")}  # fmt: skip
+    for role, (marker, size, colour) in styles.items():
+        shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
+        ax.scatter([p["rows_per_second"] for p in shown], [p["accuracy"] for p in shown],
+                   marker=marker, s=size, color=colour, edgecolors="black", label=role)  # fmt: skip
+        for p in shown:
+            ax.annotate(f"{p['head']} v{p['version']} {p['kind']}",
+                        (p["rows_per_second"], p["accuracy"]), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")  # fmt: skip
+    if baseline is not None:
+        ax.axhline(baseline, color="gray", linestyle="--", label="TF-IDF + LR baseline")
+    ax.set(
+        xscale="log",
+        xlabel=f"rows/s from text ({SPEED_ROWS} rows of the set, this machine)",
+        ylabel="held-out accuracy",
+        title=f"{head}: teacher, students, heads, baseline",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
 
 
 def _confusion(ax, data: ReportData) -> None:
@@ -278,6 +436,41 @@ def _baseline(ax, data: ReportData) -> None:
     ax.legend(fontsize=8, loc="lower right")
 
 
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def _queue_margins(ax, data: ReportData) -> None:
+    if not len(data.margins):
+        _note(ax, f"no label queue: {data.queue or 'every row it scored was labelled'}")
+        return
+    ax.hist(data.margins, bins=histogram_edges())
+    ax.set(xlabel="margin (top class probability minus the runner-up's)", ylabel="rows",
+           title=f"Label queue: margins of {len(data.margins):,} unlabelled rows")  # fmt: skip
+
+
+def _drift_shares(ax, data: ReportData) -> None:
+    sets = data.drift["sets"] if isinstance(data.drift, dict) else []
+    if not sets or not sets[0]["class_shares"]:
+        _note(ax, f"no drift figures: {data.drift or 'no unlabelled rows scored'}")
+        return
+    classes = list(sets[0]["class_shares"])
+    groups = [("training", [sets[0]["class_shares"][c]["training"] for c in classes])]
+    for found in sets:
+        shift = found["embedding_shift"]
+        name = f"{found['set']}{' (drifted)' if found['drifted'] else ''}"
+        name += f", shift {shift:.3f}" if shift is not None else ""
+        groups.append((name, [found["class_shares"][c]["predicted"] for c in classes]))
+    width = 0.8 / len(groups)
+    positions = np.arange(len(classes))
+    for offset, (name, shares) in enumerate(groups):
+        ax.bar(positions + (offset - (len(groups) - 1) / 2) * width, shares, width, label=name)
+    ax.set_xticks(positions, classes, rotation=45 if len(classes) > 3 else 0, ha="right")
+    ax.set(ylim=(0, 1.05), ylabel="share of rows", title="Drift: predicted class shares per set")
+    ax.legend(fontsize=7)
+
+
 # ---------------------------------------------------------------------------------------------
 # The page
 
@@ -322,6 +515,9 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "loss_curve": "Training loss",
         "versions": "Comparison with other versions",
         "baseline": "Beside its TF-IDF baseline",
+        "students": "Teacher, students, heads and baseline: accuracy against rows/s",
+        "queue_margin": "Label queue: margins",
+        "drift_shares": "Drift: class shares per set",
     }
     figures = "\n".join(
         f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'
@@ -345,6 +541,7 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 <h2>Versions</h2>
 {_table(["version", "deployed", "accuracy", "macro-F1", "rows train", "rows test", "trained"],
         versions)}
+{_loop_sections(data)}
 <p>The numbers behind these plots are in the <code>model_figures</code> table
 (model_id {data.model.model_id}); versions are in the <code>model_summary</code> view.</p>
 </body></html>
@@ -359,3 +556,41 @@ def _table(columns: list[str], rows: list[list[str]], *, header: bool = True) ->
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows
     )
     return f"<table>{head}{body}</table>"
+
+
+def _loop_sections(data: ReportData) -> str:
+    """The label queue's first rows and the drift of each set, as HTML."""
+    if isinstance(data.queue, dict) and data.queue["rows"]:
+        queue = _table(
+            ["#", "item_key", "set", "predicted", "probability", "margin"],
+            [[str(r["queue_rank"]), r["item_key"], r["set"], r["predicted_label"],
+              f"{r['probability']:.3f}", f"{r['margin']:.3f}"] for r in data.queue["rows"]],
+        )  # fmt: skip
+    else:
+        queue = (
+            f"<p>{html.escape(str(data.queue or 'empty: every row it scored was labelled'))}</p>"
+        )
+    sets = data.drift["sets"] if isinstance(data.drift, dict) else []
+
+    def shown(value: Any) -> str:
+        return "not recorded" if value is None else f"{value:.3f}"
+
+    drift_rows = [
+        [r["set"], "yes" if r["drifted"] else "no", f"{r['rows_scored']:,}",
+         f"{r['mean_top_probability']:.3f} / {shown(r['held_out_mean_top_probability'])}",
+         shown(r["top_probability_psi"]), shown(r["largest_share_gap"]),
+         shown(r["embedding_shift"]), "; ".join(r["reasons"])]
+        for r in sets
+    ]  # fmt: skip
+    drifts = (
+        _table(
+            ["set", "drifted", "rows", "top p / held-out", "PSI", "share gap", "shift", "why"],
+            drift_rows,
+        )  # fmt: skip
+        if drift_rows
+        else f"<p>{html.escape(str(data.drift or 'no set scored beyond its labelled rows'))}</p>"
+    )
+    return (
+        f"<h2>Label queue (first {QUEUE_TOP} rows of <code>sqlheads label-queue</code>)</h2>\n"
+        f"{queue}\n<h2>Drift (<code>sqlheads drift</code>)</h2>\n{drifts}"
+    )

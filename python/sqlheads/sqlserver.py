@@ -53,6 +53,13 @@ RESULT_TYPES: dict[str, dict[str, str]] = {
     "decide": {"deploy": "bool", "deploy_reason": "str"},
     "soft_labels": {"item_key": "str", "logits": "bytes", "classes_json": "str"},
 }
+RESULT_TYPES["teach"] = {
+    "item_key": "str",
+    "text": "str",
+    "logits": "bytes",
+    "origin_key": "str",
+    "transfer": "int",
+}
 RESULT_TYPES["distill"] = RESULT_TYPES["train"] | {
     "teacher_accuracy": "float",
     "rows_without_input": "int",

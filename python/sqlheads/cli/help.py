@@ -36,6 +36,10 @@ TEACHER_OPTIONS = {
     "patience": ("Evaluations without improvement before stopping; 0: never stop early.", 2),
     "seed": ("Random seed of the fine-tuning.", 0),
     "max_steps": ("Stop after this many optimiser steps (smoke runs).", "none"),
+    "transfer_rows": (
+        "Rows the teacher labels beyond the set's, for the text students (cached).",
+        6_000,
+    ),
 }
 
 

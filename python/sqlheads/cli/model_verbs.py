@@ -15,6 +15,8 @@ from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT, student_kind
+from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -87,6 +89,33 @@ def train(
     run(action, "train")
 
 
+def _teacher_progress(progress: Any, teacher_head: str | None) -> Any:
+    """A second bar (or line) for the rows a teacher head scores, under the student's."""
+    if progress is None or teacher_head is None:
+        return None
+    return progress.task(f"teacher {teacher_head} scoring", "rows")
+
+
+TeacherHeadOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A head whose deployed version scores the rows and the transfer rows (e.g. a "
+        "frozen all-mpnet-base-v2 head: no GPU needed)."
+    ),
+]
+TransferRowsOption = Annotated[
+    int | None,
+    typer.Option(
+        help=f"With --teacher-head: transfer rows the teacher labels ({DEFAULT_ROWS:,}; "
+        "cached for the next student)."
+    ),
+]
+ArchOption = Annotated[
+    str | None,
+    typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
+]
+
+
 @app.command()
 def distill(
     head: Annotated[str, typer.Option(help="Head to add a student version to.")],
@@ -108,6 +137,9 @@ def distill(
         str | None,
         typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
     ] = None,
+    teacher_head: TeacherHeadOption = None,
+    transfer_rows: TransferRowsOption = None,
+    arch: ArchOption = None,
     source: Annotated[
         str | None,
         typer.Option(
@@ -154,33 +186,34 @@ def distill(
     def action() -> dict[str, Any]:
         unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
         with showing_progress(f"distilling {head}", unit=unit) as progress:
-            return distill_with(progress)
-
-    def distill_with(progress: Any) -> dict[str, Any]:
-        return host.distill(
-            open_store(),
-            progress=progress,
-            head=head,
-            set_name=set_name,
-            labels=labels,
-            student=student,
-            soft_labels=soft_labels,
-            teacher=teacher,
-            source=source,
-            transfer=transfer,
-            deploy=deploy,
-            temperature=temperature,
-            gold_weight=gold_weight,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
-            test_fraction=test_fraction,
-            seed=seed,
-            student_model=student_model,
-            max_length=max_length,
-            max_steps=max_steps,
-            device=device,
-        )
+            return host.distill(
+                open_store(),
+                progress=progress,
+                teacher_progress=_teacher_progress(progress, teacher_head),
+                head=head,
+                set_name=set_name,
+                labels=labels,
+                student=student,
+                soft_labels=soft_labels,
+                teacher=teacher,
+                teacher_head=teacher_head,
+                transfer_rows=transfer_rows,
+                arch=arch,
+                source=source,
+                transfer=transfer,
+                deploy=deploy,
+                temperature=temperature,
+                gold_weight=gold_weight,
+                epochs=epochs,
+                lr=lr,
+                batch_size=batch_size,
+                test_fraction=test_fraction,
+                seed=seed,
+                student_model=student_model,
+                max_length=max_length,
+                max_steps=max_steps,
+                device=device,
+            )
 
     run(action, "distill")
 

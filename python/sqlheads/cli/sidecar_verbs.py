@@ -138,6 +138,9 @@ def request_teacher(
     precision: Annotated[str | None, typer.Option(help="auto, bf16 or fp32.")] = None,
     seed: Annotated[int | None, typer.Option(help=cli_help.teacher_help("seed"))] = None,
     max_steps: Annotated[int | None, typer.Option(help=cli_help.teacher_help("max_steps"))] = None,
+    transfer_rows: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("transfer_rows"))
+    ] = None,
 ) -> None:
     """Queue fine-tuning a teacher on a head's labels (then soft labels and students)."""
     from sqlheads.sidecar.requests import request_teacher as request
@@ -165,6 +168,7 @@ def request_teacher(
             precision=precision,
             seed=seed,
             max_steps=max_steps,
+            transfer_rows=transfer_rows,
         ),
         "request-teacher",
     )

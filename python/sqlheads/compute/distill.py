@@ -28,7 +28,7 @@ from sqlheads.compute.columns import (
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
-from sqlheads.engine import baseline, kinds
+from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.errors import (
@@ -63,6 +63,7 @@ def distill(
     seed: int = 0,
     deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
+    arch: str | None = None,
     student_model: str | None = None,
     max_length: int | None = None,
     max_steps: int | None = None,
@@ -78,9 +79,9 @@ def distill(
     where it has none); the student's input (``text`` for a word student, ``vector`` for a head
     student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
     held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
-    distilled on, and one named in ``in_transfer`` is refused. An encoder student fine-tunes
-    ``student_model`` (default MiniLM) on ``device`` with ``max_length`` tokens per text,
-    stopping after ``max_steps`` optimiser steps if given and checkpointing in ``work_dir``.
+    distilled on, and one named in ``in_transfer`` is refused. A word student is an ``arch``
+    (default ``students.DEFAULT_ARCH``); an encoder student fine-tunes ``student_model``
+    (MiniLM) on ``device``, ``max_length`` tokens a text, ``max_steps`` steps at most.
     ``on_progress(done, total)`` hears of the run in the kind's ``progress_unit``: epochs (word
     and head students), optimiser steps (encoder) or L-BFGS iterations (tfidf).
     """
@@ -107,6 +108,7 @@ def distill(
         seed=seed,
         tokenizer_json=tokenizer_json,
         encoder_onnx=encoder_onnx,
+        arch=arch,
         student_model=student_model,
         max_length=max_length,
         max_steps=max_steps,
@@ -117,7 +119,7 @@ def distill(
     model = kind.distil(
         train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], options
     )
-    metrics = _metrics(model, test_inputs, rows, input_data, no_text)
+    metrics = _metrics(model, kind, (train_inputs, test_inputs), rows, input_data, no_text)
     row = version_row(
         kind=kind.name,
         classes=rows.classes,
@@ -299,15 +301,28 @@ def _student_params(kind: kinds.ModelKind, model: Any) -> dict[str, Any]:
     return {"hidden": int(model.weights_["w1"].shape[0])}
 
 
+def _drift_reference(
+    kind: kinds.ModelKind, model: kinds.Scorer, rows: DistillRows, train_inputs, test_inputs
+) -> dict[str, Any]:
+    """What drift compares the student's scored sets with (engine/drift.py): a head student's
+    vectors give the centroid and spread too, a text student's none."""
+    vectors = (train_inputs, test_inputs) if kind.reads == "vector" else ()
+    gold = rows.gold_labels[rows.train][rows.labelled[rows.train]]
+    return drift.reference(rows.classes, gold, model.predict_proba(test_inputs), *vectors)
+
+
 def _metrics(
     model: kinds.Scorer,
-    test_inputs: Any,
+    kind: kinds.ModelKind,
+    inputs: tuple[Any, Any],
     rows: DistillRows,
     input_data: pd.DataFrame,
     no_text: str,
 ) -> dict[str, Any]:
-    """The student's held-out metrics, its baseline's, the teacher's on the same rows, and
-    the export checks the student passed."""
+    """The student's held-out metrics, its baseline's, the teacher's on the same rows, the
+    export checks the student passed, and its drift reference (``inputs``: the student's
+    inputs of the rows distilled on and of the held-out rows)."""
+    train_inputs, test_inputs = inputs
     classes = np.asarray(rows.classes)
     predicted = classes[model.predict_proba(test_inputs).argmax(axis=1)]
     truth = rows.gold_labels[rows.test].astype(str)
@@ -331,4 +346,5 @@ def _metrics(
     for check in EXPORT_CHECKS:
         if getattr(model, f"{check}_", None) is not None:
             metrics[check] = getattr(model, f"{check}_")
+    metrics["drift"] = _drift_reference(kind, model, rows, train_inputs, test_inputs)
     return metrics

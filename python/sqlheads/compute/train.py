@@ -18,7 +18,7 @@ from sqlheads.compute.columns import (
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
-from sqlheads.engine import baseline, kinds
+from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
@@ -73,6 +73,9 @@ def train(
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
     metrics["baseline"] = baseline_metrics(
         input_data, y, train_rows, test_rows, head.classes_, no_text
+    )
+    metrics["drift"] = drift.reference(
+        head.classes_, y[train_rows], head.predict_proba(X[test_rows]), X[train_rows], X[test_rows]
     )
     params_record = asdict(params) | {
         "hidden": params.hidden or int(head.weights_["w1"].shape[0]),

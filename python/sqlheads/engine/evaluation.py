@@ -58,6 +58,24 @@ def stratified_split(
     return ~test, test
 
 
+def held_out_keys(
+    keys: Sequence[str], labels: Sequence[object], *, test_fraction: float, seed: int
+) -> set[str]:
+    """The keys :func:`stratified_split` holds out among the labelled ones (a label that is
+    None, NaN or blank marks a row without one), as ``train`` and ``distill`` hold them out."""
+    labelled = [
+        (str(k), str(v))
+        for k, v in zip(keys, labels, strict=True)
+        if v is not None and v == v and str(v).strip()  # v == v: not NaN
+    ]
+    if not labelled:
+        return set()
+    _, test = stratified_split(
+        [k for k, _ in labelled], [v for _, v in labelled], test_fraction=test_fraction, seed=seed
+    )
+    return {k for (k, _), held in zip(labelled, test, strict=True) if held}
+
+
 def classification_metrics(
     y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]
 ) -> dict:

@@ -47,6 +47,7 @@ class StudentOptions:
     seed: int = 0
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
+    arch: str | None = None  # word student: its architecture (students.ARCHITECTURE_SIZES)
     student_model: str | None = None  # encoder student: catalogue model or HF directory
     max_length: int | None = None
     max_steps: int | None = None
@@ -135,7 +136,7 @@ def _distil_word_student(
 ) -> Scorer:
     if o.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return students.WordStudent().fit(
+    return students.WordStudent(students.word_student_params(o.arch)).fit(
         texts,
         classes,
         logits,

@@ -26,6 +26,7 @@ from sqlheads import settings
 from sqlheads.compute.columns import no_labelled_rows
 from sqlheads.compute.versions import version_row
 from sqlheads.engine import kinds
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
@@ -36,6 +37,7 @@ from sqlheads.sidecar.progress import JobProgress
 from sqlheads.store.repository import EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 from sqlheads.store.vectors import pack_rows
+from sqlheads.verbs import teach
 from sqlheads.verbs.distill import distill
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.soft_labels import refuse_foreign_teacher
@@ -53,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "student_model": "all-MiniLM-L6-v2",
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
+    # rows the teacher labels beyond the set's own for its text students, scored here on the
+    # GPU and cached for them (sqlheads.engine.transfer)
+    "transfer_rows": DEFAULT_ROWS,
 }
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
 STAGES = "stages.json"
@@ -98,6 +103,11 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParameterError(
                 f"{name}={request[name]!r} is not a catalogue model name or a directory path"
             )
+    rows = request["transfer_rows"]
+    if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= 5_000_000:
+        raise InvalidParameterError(
+            f"transfer_rows={rows!r} must be a whole number of rows from 0 to 5,000,000"
+        )
     if (
         not isinstance(request["test_fraction"], int | float)
         or not 0 < request["test_fraction"] < 1
@@ -251,7 +261,7 @@ class _TeacherJob:
         graph, parity = teacher.export(train_texts)
         blob = graph.to_bytes()
         metrics |= _fine_tuning_metrics(teacher, parity, self.device, blob)
-        version = self._store_version(teacher, blob, metrics, split)
+        version = self._store_version(teacher, blob, metrics, split, keys.tolist())
         stored = store_soft_labels(
             self.store,
             self.teacher_name,
@@ -264,8 +274,48 @@ class _TeacherJob:
         return version | {
             "teacher": stored.name,
             "soft_labels": len(soft_keys),
+            "transfer_rows": self._transfer_rows(teacher, texts, set(keys[test_rows]), version),
             "metrics": {k: v for k, v in metrics.items() if k != "per_class"},
         }
+
+    def _transfer_rows(
+        self, teacher: Any, texts: dict[str, Any], held_out: set[str], version: dict[str, Any]
+    ) -> int:
+        """Build the text students' transfer rows from the rows they may learn from and have
+        the fine-tuned teacher score them here (on the job's device), into the cache that
+        ``distill`` reads them from; how many there are."""
+        from sqlheads.engine.teaching import Teacher
+        from sqlheads.engine.transfer import TransferRecipe, learnable_rows
+
+        if not self.request["transfer_rows"] or not self.request["students"]:
+            return 0
+        origin, exclude = learnable_rows(texts, held_out)
+        set_encoder = self.store.encoder(self.embedding_set.encoder_id)
+        onnx, tokenizer_json = self.store.encoder_bytes(set_encoder.encoder_id)
+        scoring = teach.TeacherHead(
+            self.teacher_name,
+            self.store.model_by_id(version["model_id"]),
+            list(teacher.classes_),
+            self.store,
+            loaded=Teacher(_Probabilities(teacher), "text"),
+        )
+        done = 0
+
+        def report(rows: int, total: int | None) -> None:
+            nonlocal done
+            done += rows
+            self.progress(done, total, "teacher: transfer rows")
+
+        made = teach.transfer_soft_labels(
+            self.store,
+            scoring,
+            origin,
+            TransferRecipe(rows=self.request["transfer_rows"], seed=self.request["seed"]),
+            (set_encoder.sha256, onnx, tokenizer_json),
+            report,
+            exclude=exclude,
+        )
+        return len(made)
 
     def _soft_labels(self, teacher: Any, texts: dict[str, Any]) -> tuple[list[str], np.ndarray]:
         """The teacher's logits for every row with a text, by key."""
@@ -283,12 +333,13 @@ class _TeacherJob:
         blob: bytes,
         metrics: dict[str, Any],
         split: tuple[np.ndarray, np.ndarray],
+        labelled_keys: list[str],
     ) -> dict[str, Any]:
         """The teacher as a version of ``<head>_teacher``. The head's lock is taken for the
         write alone, by the write itself (on SQL Server heads.add_version, which decides the
         deployment against the version deployed then): the version number cannot race another
         writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
-        wait 600 s for."""
+        wait 600 s for. With the keys it was trained and scored on (``labelled_keys``)."""
         from sqlheads.engine.teacher import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
@@ -321,6 +372,7 @@ class _TeacherJob:
             pd.Series(row),
             self.request["deploy"],
             {},
+            labelled=labelled_keys,
         )
 
     def student(self, student: str, stage: str) -> dict[str, Any]:
@@ -344,6 +396,7 @@ class _TeacherJob:
             labels=self.captured,
             student=student,
             teacher=self.teacher_name,
+            transfer_rows=self.request["transfer_rows"],  # the ones scored above, cached
             source=self.captured,
             deploy=self.request["deploy"],
             seed=self.request["seed"],
@@ -351,6 +404,19 @@ class _TeacherJob:
             on_progress=lambda steps, total: self.progress(steps, total, stage),
             **extra,
         )
+
+
+class _Probabilities:
+    """The fine-tuned teacher in memory (on its device) as a :class:`Teacher` scores text."""
+
+    def __init__(self, teacher: Any) -> None:
+        self.teacher = teacher
+        self.classes_ = list(teacher.classes_)
+
+    def predict_proba(self, texts: Any) -> np.ndarray:
+        from sqlheads.engine.text_classifier import softmax
+
+        return softmax(self.teacher.logits(list(texts)))
 
 
 def _fine_tuning_metrics(teacher: Any, parity: float, device: Any, blob: bytes) -> dict[str, Any]:

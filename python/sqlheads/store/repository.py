@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import copy
 import getpass
+import math
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -102,6 +104,7 @@ def _create_engine(url: str) -> Engine:
         def _sqlite_pragmas(dbapi_connection, _record) -> None:  # pragma: no branch
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA foreign_keys = ON")
+            _ensure_ln(dbapi_connection)
             if url not in ("sqlite://", "sqlite:///:memory:"):
                 cursor.execute("PRAGMA journal_mode = WAL")
             cursor.close()
@@ -111,6 +114,17 @@ def _create_engine(url: str) -> Engine:
     return create_engine(url, deprecate_large_types=True).execution_options(
         schema_translate_map={None: s.SCHEMA}
     )
+
+
+def _ensure_ln(dbapi_connection) -> None:
+    """The drift view's PSI takes logarithms: SQLite built without its math functions (before
+    3.35, or without SQLITE_ENABLE_MATH_FUNCTIONS) gets ``ln`` from Python on this connection."""
+    try:
+        dbapi_connection.execute("SELECT ln(1.0)")
+    except sqlite3.OperationalError:
+        dbapi_connection.create_function(
+            "ln", 1, lambda x: math.log(x) if x is not None and x > 0 else None, deterministic=True
+        )
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,44 @@ models = Table(
     UniqueConstraint("head", "version"),
 )
 
+# Transfer rows a teacher version labelled for distillation (sqlheads.engine.transfer): made
+# once per teacher version and recipe (whose key also hashes the rows they were made from) and
+# reused by every later student, whatever count it asks (a smaller count reads the first rows);
+# dropping the teacher's head drops them with its versions.
+transfer_sets = Table(
+    "transfer_sets",
+    metadata,
+    Column("transfer_set_id", Integer, primary_key=True, autoincrement=True),
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("recipe_key", String(64), nullable=False),
+    Column("recipe_json", UnicodeText, nullable=False),
+    Column("classes_json", UnicodeText, nullable=False),
+    # how many rows the recipe can make from its rows at most, once a build ran short of the
+    # count asked; NULL while every count asked was made in full
+    Column("rows_max", Integer, nullable=True),
+    _created_at(),
+    UniqueConstraint("model_id", "recipe_key"),
+)
+
+# One row of a transfer set with the teacher's logits (float32 bytes in its classes' order);
+# written in chunks as the teacher scores them, so an interrupted run resumes.
+transfer_rows = Table(
+    "transfer_rows",
+    metadata,
+    Column(
+        "transfer_set_id",
+        Integer,
+        ForeignKey("transfer_sets.transfer_set_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("ordinal", Integer, nullable=False),
+    Column("origin_key", Unicode(KEY_LENGTH), nullable=False),
+    Column("how", String(16), nullable=False),
+    Column("text", UnicodeText, nullable=False),
+    Column("logits", LargeBinary, nullable=False),
+    PrimaryKeyConstraint("transfer_set_id", "ordinal"),
+)
+
 # Every deployment is a row; the newest row of a head is what is deployed, so a rollback is just
 # another row and the history stays readable.
 deployments = Table(
@@ -227,6 +265,18 @@ model_figures = Table(
     Column("x", Unicode(400), nullable=False),
     Column("value", Float, nullable=False),
     Index(None, "model_id", "figure"),
+)
+
+
+# The keys whose gold labels a version learnt from or was scored on (its training and held-out
+# rows), in the set it was trained on: the label queue and drift leave them out, as rows a
+# person has labelled already. Versions trained before revision 0007 have none recorded.
+labelled_keys = Table(
+    "labelled_keys",
+    metadata,
+    Column("model_id", Integer, ForeignKey("models.model_id", ondelete="CASCADE"), nullable=False),
+    Column("item_key", Unicode(KEY_LENGTH), nullable=False),
+    PrimaryKeyConstraint("model_id", "item_key"),
 )
 
 
@@ -297,7 +347,7 @@ job_inputs = Table(
 )
 
 
-def _current_deployments():
+def current_deployments():
     """The newest deployment row of each head."""
     newest = (
         select(deployments.c.head, func.max(deployments.c.deployment_id).label("deployment_id"))
@@ -375,7 +425,7 @@ def latest_predictions_select():
 
 def model_summary_select():
     """Every version of every head with its metrics and whether it is deployed."""
-    current = _current_deployments()
+    current = current_deployments()
     return (
         select(
             models.c.head,

@@ -15,6 +15,8 @@ mssql-python #458).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import LargeBinary, TextClause, bindparam, text
@@ -36,7 +38,8 @@ def add_version_text(nulls: frozenset[str] = frozenset()) -> TextClause:
         "SET NOCOUNT ON; DECLARE @model_id int, @deployed bit, @previous_macro_f1 float; "
         "EXEC heads.add_version @job_id = :job_id, @worker = :worker, @deploy = :deploy, "
         + passed
-        + ", @model_id = @model_id OUTPUT, @deployed = @deployed OUTPUT, "
+        + ", @labelled_keys_json = :labelled_keys_json"
+        ", @model_id = @model_id OUTPUT, @deployed = @deployed OUTPUT, "
         "@previous_macro_f1 = @previous_macro_f1 OUTPUT; "
         "SELECT @model_id AS model_id, @deployed AS deployed, "
         "@previous_macro_f1 AS previous_macro_f1"
@@ -79,17 +82,22 @@ def _claim(store: Store) -> dict[str, Any]:
 
 
 def add_version(
-    store: Store, values: dict[str, Any], deploy: str | None
+    store: Store,
+    values: dict[str, Any],
+    deploy: str | None,
+    labelled_keys: Sequence[str] = (),
 ) -> tuple[Model, bool, float | None]:
     """Store a version and deploy it if ``heads.add_version`` decides to (policy ``deploy``,
-    or the held job's own): the version, whether it was deployed, and the macro-F1 of the
-    version deployed when it decided (None: none)."""
+    or the held job's own), with the keys it was trained and scored on (a JSON array:
+    revision 0007): the version, whether it was deployed, and the macro-F1 of the version
+    deployed when it decided (None: none)."""
     unknown = sorted(set(values) - set(COLUMNS))
     if unknown:
         raise ValueError(f"heads.add_version has no parameter(s) {', '.join(unknown)}")
     # NumPy scalars (a trained row's figures) as Python numbers: text() binds them as given.
     plain = {k: v.item() if hasattr(v, "item") else v for k, v in values.items()}
     arguments = dict.fromkeys(COLUMNS) | plain | _claim(store) | {"deploy": deploy}
+    arguments["labelled_keys_json"] = json.dumps(list(dict.fromkeys(map(str, labelled_keys))))
     nulls = frozenset(c for c in BINARY if arguments[c] is None)
     for column in nulls:
         del arguments[column]

@@ -24,6 +24,7 @@ class Teacher:
     name: str
     set_id: int
     classes: list[str]
+    model_id: int | None = None  # the fine-tuned version they came from, if any
 
 
 def find_teacher(store: Store, name: str) -> Teacher | None:
@@ -31,11 +32,11 @@ def find_teacher(store: Store, name: str) -> Teacher | None:
     t = s.teachers.c
     with store.engine.connect() as c:
         row = c.execute(
-            select(t.teacher_id, t.name, t.set_id, t.classes_json).where(t.name == name)
+            select(t.teacher_id, t.name, t.set_id, t.classes_json, t.model_id).where(t.name == name)
         ).first()
     if row is None:
         return None
-    return Teacher(row.teacher_id, row.name, row.set_id, json.loads(row.classes_json))
+    return Teacher(row.teacher_id, row.name, row.set_id, json.loads(row.classes_json), row.model_id)
 
 
 def store_soft_labels(
@@ -76,7 +77,7 @@ def store_soft_labels(
                     for key, blob in zip(keys, logits, strict=True)
                 ],
             )
-    return Teacher(int(teacher_id), name, set_id, list(classes))
+    return Teacher(int(teacher_id), name, set_id, list(classes), model_id)
 
 
 def read_soft_labels(store: Store, teacher_id: int) -> pd.DataFrame:

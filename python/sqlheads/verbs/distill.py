@@ -8,6 +8,7 @@ that came from a caller's query are stored under the teacher's name.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -19,13 +20,15 @@ from sqlheads.compute.distill import distill as distill_rows
 from sqlheads.engine.kinds import DEFAULT_STUDENT, ModelKind, student_kind
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Encoder, Store, validate_name
-from sqlheads.verbs import baselines
+from sqlheads.store.soft_labels import find_teacher
+from sqlheads.verbs import baselines, teach
 from sqlheads.verbs.locks import holding
 from sqlheads.verbs.progress import Progress, increments
 from sqlheads.verbs.rows import RowSource, text_source
 from sqlheads.verbs.soft_labels import (
     SoftLabels,
     refuse_foreign_keys,
+    refuse_foreign_teacher,
     soft_labels_for,
     stored_teacher,
 )
@@ -42,10 +45,13 @@ def distill(
     student: str = DEFAULT_STUDENT,
     soft_labels: str | None = None,
     teacher: str | None = None,
+    teacher_head: str | None = None,
+    transfer_rows: int | None = None,
     source: str | RowSource | None = None,
     transfer: str | None = None,
     deploy: str = settings.DEFAULT_DEPLOY,
     progress: Progress | None = None,
+    teacher_progress: Progress | None = None,
     **distill_params: Any,
 ) -> dict[str, Any]:
     """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
@@ -58,7 +64,10 @@ def distill(
     request captured (``labels`` and ``source`` as a :class:`~sqlheads.verbs.rows.RowSource`
     of the job) and so runs no caller's query. ``progress`` hears of the student's run in its
     kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations); a caller that
-    counts in totals passes ``on_progress`` instead.
+    counts in totals passes ``on_progress`` instead. ``teacher_head``: a head's deployed
+    version scores the rows and ``transfer_rows`` transfer rows instead (a stored teacher's
+    fine-tuned version's cached ones with ``teacher``), ``teacher_progress`` hearing of each
+    row it scores (:mod:`sqlheads.verbs.teach`).
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -66,15 +75,20 @@ def distill(
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = RowSource.of(store, labels).labels()
-    soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
-    frame = _gold_beside_soft(labelled, soft)
     texts = RowSource.optional(store, source)
+    soft, taught = _teaching(
+        store, embedding_set, set_encoder, kind, labelled, texts, head, soft_labels, teacher,
+        teacher_head, transfer_rows, distill_params, teacher_progress,
+    )  # fmt: skip
+    frame = _gold_beside_soft(labelled, soft)
     arguments, known, no_text = _student_input(
         store, embedding_set, set_encoder, kind, frame, texts
     )
     refuse_foreign_keys(store, embedding_set, soft, known)
     if transfer is not None:
         frame["in_transfer"] = _in_transfer(store, frame, transfer)
+    if taught is not None:
+        frame = taught.with_transfer_rows(frame)
     deployed = store.deployed_model(head)
     result = distill_rows(
         frame,
@@ -87,6 +101,8 @@ def distill(
         **({} if progress is None else {"on_progress": increments(progress)}),
         **distill_params,
     ).iloc[0]
+    if taught is not None:
+        taught.require_teacher()  # dropped while the student learnt: 50028, nothing stored
     stored = stored_teacher(store, embedding_set, soft)
     teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     summary = record_version(
@@ -98,13 +114,51 @@ def distill(
         deploy,
         {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
         frame["text"].tolist() if "text" in frame.columns else None,
+        labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {
         "teacher": soft.name,
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
         "rows_without_input": int(result["rows_without_input"]),
         "seconds": round(time.perf_counter() - started, 3),
+        **({} if taught is None else taught.report),
     }
+
+
+def _teaching(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    kind: ModelKind,
+    labelled: pd.DataFrame,
+    texts: RowSource | None,
+    head: str,
+    soft_labels: str | None,
+    teacher: str | None,
+    teacher_head: str | None,
+    transfer_rows: int | None,
+    distill_params: dict[str, Any],
+    progress: Progress | None,
+) -> tuple[SoftLabels, teach.Taught | None]:
+    """The soft labels, and what a teaching version made (``--teacher-head``, or a stored
+    teacher's fine-tuned version asked for transfer rows); transfer rows for text students."""
+    teaching = functools.partial(
+        teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
+        transfer_rows=transfer_rows if kind.reads == "text" else 0,
+        distill_params=distill_params, progress=progress,
+    )  # fmt: skip
+    if teacher_head is None:
+        soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
+        fine_tuned = None if soft.stored is None else soft.stored.model_id
+        if not transfer_rows or fine_tuned is None:
+            return soft, None
+        return soft, teaching(teacher=teach.teacher_version(store, fine_tuned), soft=soft.rows)
+    teach.refuse_two_teachers(soft_labels)
+    taught = teaching(teacher=teach.load_teacher_head(store, teacher_head), soft=None)
+    name = validate_name("teacher", teacher or taught.teacher_name)
+    refuse_foreign_teacher(find_teacher(store, name), embedding_set)
+    model_id = taught.teacher.model.model_id
+    return SoftLabels(name, taught.soft, taught.teacher.classes, None, model_id), taught
 
 
 def _gold_beside_soft(labelled: pd.DataFrame, soft: SoftLabels) -> pd.DataFrame:

@@ -33,6 +33,7 @@ class SoftLabels:
     rows: pd.DataFrame  # item_key, logits (float32 bytes, in ``classes`` order)
     classes: list[str]
     stored: Teacher | None  # the teacher they were read from; None: a caller's query's
+    model_id: int | None = None  # the version that scored them (``distill --teacher-head``)
 
 
 def soft_labels_for(
@@ -117,4 +118,5 @@ def stored_teacher(store: Store, embedding_set: EmbeddingSet, soft: SoftLabels) 
         soft.classes,
         soft.rows["item_key"].tolist(),
         soft.rows["logits"].tolist(),
+        model_id=soft.model_id,
     )

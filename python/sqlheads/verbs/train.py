@@ -68,5 +68,6 @@ def train(
         **head_params,
     ).iloc[0]
     return record_version(
-        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms
-    )
+        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms,
+        labelled=labelled["item_key"].tolist(),
+    )  # fmt: skip

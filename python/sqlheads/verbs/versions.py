@@ -6,6 +6,7 @@ they made. The head's lock is held for this write alone, never for a training.""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlheads import settings
 from sqlheads.compute.columns import TRAIN_OUTPUT
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import deploy_replacing
+from sqlheads.store.queue_drift import record_labelled_keys
 from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Model, Store
 from sqlheads.verbs import baselines
 from sqlheads.verbs.deploy import rescorer
@@ -40,11 +42,14 @@ def record_version(
     extra: dict[str, Any],
     texts: list[Any] | None = None,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    labelled: list[str] | None = None,
 ) -> dict[str, Any]:
     """Store a trained or distilled version and deploy it if its policy ``deploy`` says so
     against the version deployed now, under the head's lock (:func:`add_version`); the
     summary. ``extra`` is the columns of ``models`` the row does not carry, ``texts`` the
-    rows' (for the baseline's verdict), ``lock_timeout_ms`` how long to wait for the head."""
+    rows' (for the baseline's verdict), ``lock_timeout_ms`` how long to wait for the head,
+    ``labelled`` the keys with gold labels it was trained or scored on (the label queue and
+    drift leave them out)."""
     against_baseline = baselines.columns(result["metrics_json"])
     written = add_version(
         store,
@@ -65,6 +70,7 @@ def record_version(
         },
         deploy,
         lock_timeout_ms,
+        labelled or [],
     )
     model, previous = written.model, written.previous_macro_f1
     return {
@@ -89,7 +95,11 @@ def record_version(
 
 
 def add_version(
-    store: Store, values: dict[str, Any], deploy: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+    store: Store,
+    values: dict[str, Any],
+    deploy: str,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+    labelled_keys: Sequence[str] = (),
 ) -> Written:
     """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
     version deployed now, in one transaction under the head's Exclusive lock, as
@@ -97,10 +107,11 @@ def add_version(
     itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
     never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
     fails leaves no undeployed version behind, so a sidecar job's retries do not pile
-    versions up."""
+    versions up. The keys the version was trained and scored on (``labelled_keys``) are
+    written with it."""
     deploy = settings.choice("deploy", deploy)
     if not store.is_sqlite:
-        return Written(*server_versions.add_version(store, values, deploy))
+        return Written(*server_versions.add_version(store, values, deploy, labelled_keys))
     head = values["head"]
     with (
         store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
@@ -110,6 +121,7 @@ def add_version(
         previous = deployed.macro_f1 if deployed else None
         decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)
         model = store.add_model(values, connection)
+        record_labelled_keys(connection, model.model_id, labelled_keys)
         if decided:
             rescore = rescorer(store, model, bytes(values["blob"]))
             deploy_replacing(

@@ -13,6 +13,9 @@
 -- (the head plus heads.settings' teacher.suffix), on that job's set, naming only that set's
 -- teacher of the same name; the deploy policy is the job's own. heads_admin passes @job_id NULL
 -- and its own @deploy. @previous_macro_f1: the deployed version's, decided against (NULL: none).
+-- Labelled keys (revision 0007): @labelled_keys_json, a JSON array of the keys the version
+-- was trained and scored on, is written with it into heads.labelled_keys (heads.label_queue
+-- and heads.drift leave those rows out); NULL or [] records none.
 -- Errors: 50012, 50016, 50072, and those of heads.replace_predictions.
 CREATE OR ALTER PROCEDURE heads.add_version
     @job_id int,
@@ -41,6 +44,7 @@ CREATE OR ALTER PROCEDURE heads.add_version
     @baseline_macro_f1 float,
     @baseline_seconds float,
     @baseline_skipped nvarchar(400),
+    @labelled_keys_json nvarchar(max) = NULL,
     @model_id int OUTPUT,
     @deployed bit OUTPUT,
     @previous_macro_f1 float OUTPUT
@@ -144,6 +148,12 @@ BEGIN
         @baseline_accuracy, @baseline_macro_f1, @baseline_seconds, @baseline_skipped
     );
     SET @model_id = SCOPE_IDENTITY();
+    INSERT INTO heads.labelled_keys (model_id, item_key)
+    SELECT DISTINCT
+        @model_id,
+        CONVERT(nvarchar(450), labelled.[value])
+    FROM OPENJSON(@labelled_keys_json) AS labelled
+    WHERE labelled.[value] IS NOT NULL;
     IF @deployed = 1
     BEGIN
         INSERT INTO heads.deployments (head, model_id, reason)

@@ -7,7 +7,14 @@
 -- teacher stored earlier (@teacher alone). A word student reads the rows' text through @source,
 -- or the set's own last source query when the caller is its author (heads.set_source, revision
 -- 0007: anyone else passes @source, or gets 50071). @transfer (a caller's query returning item_key)
--- restricts the rows distilled on. Every caller query runs once, with the caller's own
+-- restricts the rows distilled on. Or a head's deployed version teaches (@teacher_head, revision
+-- 0007): heads.teach_run scores the student's rows (from the vectors the teacher's set stored
+-- for the same text, else embedding them with the teacher's encoder) and @transfer_rows transfer
+-- rows made from the rows the student may learn from (never a held-out row); its soft labels are
+-- stored as teacher @teacher (default: <teacher head>.v<version>) naming that version, and the
+-- version's disappearance meanwhile (a dropped teacher head) is refused with 50028. Here the
+-- transfer rows are made and scored on every call; the embedded host caches them.
+-- Every caller query runs once, with the caller's own
 -- permissions (heads.stage_query). Python holds out the split heads.train makes from the same
 -- labels and seed, never distils on it, refuses a @transfer that names it, and applies its
 -- own default to every NULL parameter. Python works outside any transaction with a Shared lock
@@ -15,7 +22,7 @@
 -- the version in heads.write_version's short one. @deploy is read in any case (Python's
 -- procedures.choice), as heads.train reads it.
 -- Errors: 50001, 50002, 50003, 50004, 50005, 50006, 50012, 50014, 50016, 50017, 50020, 50021,
--- 50022, 50023, 50024, 50071 (see README).
+-- 50022, 50023, 50024, 50027, 50028, 50071 (see README).
 CREATE OR ALTER PROCEDURE heads.distill
     @head nvarchar(128),
     @set nvarchar(128),
@@ -23,6 +30,8 @@ CREATE OR ALTER PROCEDURE heads.distill
     @student nvarchar(32) = NULL,
     @soft_labels nvarchar(max) = NULL,
     @teacher nvarchar(128) = NULL,
+    @teacher_head nvarchar(128) = NULL,
+    @transfer_rows int = NULL,
     @source nvarchar(max) = NULL,
     @transfer nvarchar(max) = NULL,
     @deploy varchar(16) = NULL,
@@ -53,6 +62,19 @@ BEGIN
     DECLARE @teacher_id int;
     DECLARE @teacher_set_id int;
     DECLARE @teacher_classes_json nvarchar(max);
+    DECLARE @teacher_model_id int;
+    DECLARE @teacher_version int;
+    DECLARE @teacher_kind nvarchar(32);
+    DECLARE @teacher_blob varbinary(max);
+    DECLARE @teacher_sha256 char(64);
+    DECLARE @teacher_vectors_set_id int;
+    DECLARE @teacher_long_text nvarchar(16);
+    DECLARE @teacher_encoder_sha256 char(64);
+    DECLARE @teacher_encoder_onnx varbinary(max);
+    DECLARE @teacher_tokenizer_json nvarchar(max);
+    DECLARE @teacher_dim int;
+    DECLARE @teacher_max_length int;
+    DECLARE @rows_wanted int;
     DECLARE @soft_query nvarchar(max);
     DECLARE @outside bigint;
     DECLARE @example nvarchar(450);
@@ -67,9 +89,66 @@ BEGIN
         EXEC heads.assert_name @kind = N'head', @name = @head;
         EXEC heads.assert_name @kind = N'set', @name = @set;
         EXEC heads.setting @name = N'teacher.suffix', @value = @suffix OUTPUT;
-        SET @teacher_name = COALESCE(@teacher, CONCAT(@head, @suffix));
+        IF @teacher_head IS NOT NULL
+        BEGIN
+            EXEC heads.assert_name @kind = N'head', @name = @teacher_head;
+            IF @soft_labels IS NOT NULL
+                THROW 50012,
+                    N'pass @teacher_head (a deployed version scores the rows) or @soft_labels, not both',
+                    1;
+            -- The teacher is the head's deployed version, as heads.predict scores by default.
+            SELECT TOP (1) @teacher_model_id = d.model_id
+            FROM heads.deployments AS d
+            WHERE d.head = @teacher_head
+            ORDER BY d.deployment_id DESC;
+            IF @teacher_model_id IS NULL AND EXISTS (
+                SELECT 1 FROM heads.models AS m WHERE m.head = @teacher_head
+            )
+            BEGIN
+                SET @message = CONCAT(
+                    N'teacher head ''', @teacher_head, N''' has versions but none is deployed: a ',
+                    N'teacher teaches with its deployed version; deploy one with EXEC heads.deploy ',
+                    N'@head = N''', @teacher_head, N''', @version = N'
+                );
+                THROW 50027, @message, 1;
+            END;
+            IF @teacher_model_id IS NULL
+            BEGIN
+                SET @message = CONCAT(
+                    N'teacher head ''', @teacher_head, N''' does not exist: train it first ',
+                    N'(EXEC heads.train @head = N''', @teacher_head, N''', ...), or name another ',
+                    N'@teacher_head'
+                );
+                THROW 50001, @message, 1;
+            END;
+            SELECT
+                @teacher_version = m.version,
+                @teacher_kind = m.kind,
+                @teacher_blob = m.blob,
+                @teacher_sha256 = m.sha256,
+                @teacher_classes_json = m.classes_json,
+                @teacher_vectors_set_id = m.set_id,
+                @teacher_encoder_sha256 = enc.sha256,
+                @teacher_encoder_onnx = enc.onnx,
+                @teacher_tokenizer_json = enc.tokenizer_json,
+                @teacher_dim = enc.dim,
+                @teacher_max_length = enc.max_length,
+                @teacher_long_text = ts.long_text
+            FROM heads.models AS m
+            INNER JOIN heads.encoders AS enc ON m.encoder_id = enc.encoder_id
+            INNER JOIN heads.embedding_sets AS ts ON m.set_id = ts.set_id
+            WHERE m.model_id = @teacher_model_id;
+        END;
+        SET @teacher_name = COALESCE(
+            @teacher,
+            CASE
+                WHEN @teacher_head IS NOT NULL
+                    THEN CONCAT(@teacher_head, N'.v', @teacher_version)
+                ELSE CONCAT(@head, @suffix)
+            END
+        );
         EXEC heads.assert_name @kind = N'teacher', @name = @teacher_name;
-        IF @soft_labels IS NULL AND @teacher IS NULL
+        IF @soft_labels IS NULL AND @teacher IS NULL AND @teacher_head IS NULL
         BEGIN
             SET @message = CONCAT(
                 N'distill needs a teacher''s soft labels: pass @soft_labels = ',
@@ -106,7 +185,7 @@ BEGIN
         SELECT
             @teacher_id = t.teacher_id,
             @teacher_set_id = t.set_id,
-            @teacher_classes_json = t.classes_json
+            @teacher_classes_json = COALESCE(@teacher_classes_json, t.classes_json)
         FROM heads.teachers AS t
         WHERE t.name = @teacher_name;
         IF @teacher_set_id <> @set_id
@@ -118,7 +197,7 @@ BEGIN
             );
             THROW 50021, @message, 1;
         END;
-        IF @soft_labels IS NULL AND @teacher_id IS NULL
+        IF @soft_labels IS NULL AND @teacher_head IS NULL AND @teacher_id IS NULL
         BEGIN
             SET @message = CONCAT(
                 N'teacher ''', @teacher_name, N''' has no stored soft labels: store them with ',
@@ -165,7 +244,7 @@ BEGIN
                 p.logits
             FROM #soft_packed AS p;
         END;
-        ELSE
+        ELSE IF @teacher_head IS NULL
             INSERT INTO #soft (item_key, logits)
             SELECT
                 sl.item_key,
@@ -198,6 +277,76 @@ BEGIN
             EXEC heads.stage_query
                 @what = N'transfer', @query = @transfer, @columns = N'item_key',
                 @into = N'#transfer';
+
+        -- A teacher head scores the student's rows and its transfer rows (revision 0007); a head
+        -- student has no text input to read transfer rows with, so it gets none.
+        CREATE TABLE #taught (
+            item_key nvarchar(450) COLLATE DATABASE_DEFAULT NOT NULL,
+            text nvarchar(max) COLLATE DATABASE_DEFAULT NULL,
+            logits varbinary(max) NOT NULL,
+            origin_key nvarchar(450) COLLATE DATABASE_DEFAULT NULL,
+            transfer int NOT NULL
+        );
+        IF @teacher_head IS NOT NULL
+        BEGIN
+            CREATE TABLE #teach_input (
+                item_key nvarchar(450) COLLATE DATABASE_DEFAULT NOT NULL,
+                text nvarchar(max) COLLATE DATABASE_DEFAULT NULL,
+                label nvarchar(400) COLLATE DATABASE_DEFAULT NULL,
+                teacher_vector varbinary(max) NULL,
+                teacher_text_sha256 char(64) NULL
+            );
+            INSERT INTO #teach_input (item_key, text, label, teacher_vector, teacher_text_sha256)
+            SELECT
+                tx.item_key,
+                tx.text,
+                l.label,
+                e.vector,
+                e.text_sha256
+            FROM (
+                SELECT
+                    counted.item_key,
+                    counted.text
+                FROM (
+                    SELECT
+                        ct.item_key,
+                        ct.text,
+                        COUNT(*) OVER (PARTITION BY ct.item_key) AS copies
+                    FROM #texts AS ct
+                    WHERE ct.item_key IS NOT NULL
+                ) AS counted
+                WHERE counted.copies = 1
+            ) AS tx
+            LEFT OUTER JOIN #labels AS l ON tx.item_key = l.item_key
+            LEFT OUTER JOIN heads.embeddings AS e
+                ON e.set_id = @teacher_vectors_set_id AND tx.item_key = e.item_key;
+            SET @rows_wanted = CASE WHEN @student = N'head' THEN 0 ELSE @transfer_rows END;
+            INSERT INTO #taught (item_key, text, logits, origin_key, transfer)
+            EXEC heads.teach_run
+                @teacher_blob = @teacher_blob,
+                @teacher_sha256 = @teacher_sha256,
+                @teacher_kind = @teacher_kind,
+                @encoder_sha256 = @teacher_encoder_sha256,
+                @encoder_onnx = @teacher_encoder_onnx,
+                @tokenizer_json = @teacher_tokenizer_json,
+                @dim = @teacher_dim,
+                @max_length = @teacher_max_length,
+                @long_text = @teacher_long_text,
+                @student_tokenizer_json = @tokenizer_json,
+                @student_encoder_onnx = @encoder_onnx,
+                @transfer_rows = @rows_wanted,
+                @test_fraction = @test_fraction,
+                @seed = @seed,
+                @error_number = @error_number OUTPUT,
+                @error_message = @error_message OUTPUT;
+            IF COALESCE(@error_number, 0) <> 0 THROW @error_number, @error_message, 1;
+            INSERT INTO #soft (item_key, logits)
+            SELECT
+                tt.item_key,
+                tt.logits
+            FROM #taught AS tt
+            WHERE tt.transfer = 0;
+        END;
 
         -- Soft labels given now must be of rows the set holds: in its text or among its vectors.
         IF @soft_labels IS NOT NULL
@@ -268,6 +417,17 @@ BEGIN
         ) AS txt ON k.item_key = txt.item_key
         LEFT OUTER JOIN heads.embeddings AS e
             ON e.set_id = @set_id AND k.item_key = e.item_key;
+        -- The teacher head's transfer rows: no gold label, the teacher's logits, their text.
+        INSERT INTO #distill_input (item_key, label, logits, text, vector, in_transfer)
+        SELECT
+            tt.item_key,
+            NULL,
+            tt.logits,
+            tt.text,
+            NULL,
+            CASE WHEN @transfer IS NULL THEN NULL ELSE 1 END
+        FROM #taught AS tt
+        WHERE tt.transfer = 1;
 
         SELECT TOP (1) @deployed_model_id = d.model_id
         FROM heads.deployments AS d
@@ -321,19 +481,35 @@ BEGIN
         -- The teacher's soft labels (given now) in a transaction of their own, then the version
         -- in heads.write_version's short one (revision 0006: the rewrite of every soft label no
         -- longer holds the head's lock), as the embedded host stores them.
-        IF @soft_labels IS NOT NULL
+        IF @soft_labels IS NOT NULL OR @teacher_head IS NOT NULL
         BEGIN
             BEGIN TRANSACTION;
+            -- A teacher head dropped while the student learnt (revision 0007): nothing stored.
+            IF @teacher_head IS NOT NULL AND NOT EXISTS (
+                SELECT 1
+                FROM heads.models AS m WITH (UPDLOCK, HOLDLOCK)
+                WHERE m.model_id = @teacher_model_id
+            )
+            BEGIN
+                SET @message = CONCAT(
+                    N'teacher head ''', @teacher_head, N''' was dropped while this student was ',
+                    N'distilled (the version that taught it is gone): no student version was ',
+                    N'stored; train and deploy a teacher head again and re-run heads.distill'
+                );
+                THROW 50028, @message, 1;
+            END;
             IF @teacher_id IS NULL
             BEGIN
-                INSERT INTO heads.teachers (name, set_id, classes_json)
-                VALUES (@teacher_name, @set_id, @teacher_classes_json);
+                INSERT INTO heads.teachers (name, set_id, classes_json, model_id)
+                VALUES (@teacher_name, @set_id, @teacher_classes_json, @teacher_model_id);
                 SET @teacher_id = SCOPE_IDENTITY();
             END;
             ELSE
             BEGIN
                 UPDATE t
-                SET t.classes_json = @teacher_classes_json
+                SET
+                    t.classes_json = @teacher_classes_json,
+                    t.model_id = @teacher_model_id
                 FROM heads.teachers AS t
                 WHERE t.teacher_id = @teacher_id;
                 DELETE sl FROM heads.soft_labels AS sl WHERE sl.teacher_id = @teacher_id;

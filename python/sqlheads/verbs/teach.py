@@ -1,0 +1,367 @@
+"""``distill --teacher-head``: a head's deployed version teaches, on the CPU as on a GPU (the
+embedded half of :mod:`sqlheads.compute.teach`, which does the same in SQL Server's Python).
+
+The teacher is whatever version of head H is deployed: a frozen-encoder head (its texts are
+embedded with its own encoder first) or a text model such as a sidecar's fine-tuned teacher.
+It scores the student's own rows (a head reuses the vectors its set stored for the same text,
+so a teacher trained on the student's rows costs no embedding) and the transfer rows built
+from the rows the student may learn from (:mod:`sqlheads.engine.transfer`). Transfer rows and
+their soft labels are cached by teacher version and recipe (:mod:`sqlheads.store.transfer_cache`),
+so a second student of the same teacher and rows scores nothing. What was scored and how long
+it took is reported back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sqlheads.compute.columns import text_sha256
+from sqlheads.engine import evaluation
+from sqlheads.engine.encoder import load_encoder
+from sqlheads.engine.kinds import model_kind
+from sqlheads.engine.teaching import Teacher, as_logits
+from sqlheads.engine.transfer import (
+    DEFAULT_ROWS,
+    TransferRecipe,
+    build_transfer,
+    encoder_neighbours,
+    learnable_rows,
+    transfer_keys,
+)
+from sqlheads.errors import (
+    ClassMismatchError,
+    InvalidParameterError,
+    NotFoundError,
+    TeacherNotDeployedError,
+)
+from sqlheads.settings import TEST_FRACTION
+from sqlheads.store import transfer_cache
+from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
+from sqlheads.store.vectors import pack_rows, unpack_rows
+from sqlheads.verbs.rows import RowSource, text_source
+
+Progress = Callable[[int, int | None], None]  # (rows just scored, rows to score)
+CACHE_CHUNK = 1024  # transfer rows scored and committed at a time
+
+
+@dataclass
+class TeacherHead:
+    """A version that teaches: a head's deployed one, or a stored teacher's fine-tuned one.
+    The model itself is loaded only when something is left to score."""
+
+    head: str
+    model: Model
+    classes: list[str]
+    store: Store = field(repr=False)
+    seconds: dict[str, float] = field(default_factory=dict)
+    scored: dict[str, int] = field(default_factory=dict)
+    loaded: Teacher | None = field(default=None, repr=False)  # given, or loaded when needed
+
+    @property
+    def teacher(self) -> Teacher:
+        if self.loaded is None:
+            self.loaded = _load(self.store, self.model)
+        return self.loaded
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "teacher_head": self.head,
+            "teacher_version": self.model.version,
+            "teacher_kind": self.model.kind,
+            "teacher_rows_scored": dict(self.scored),
+            "teacher_seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+        }
+
+
+def load_teacher_head(store: Store, head: str) -> TeacherHead:
+    """Head ``head``'s deployed version; 50001 if it has no version, 50027 if none deployed."""
+    validate_name("head", head)
+    model = store.deployed_model(head)
+    if model is None:
+        versions = store.read_view("model_summary", head=head)
+        if versions.empty:
+            raise NotFoundError(
+                f"teacher head {head!r} does not exist: train it first (e.g. `sqlheads train "
+                f"--head {head} --set SET --labels QUERY` on a set embedded with "
+                "all-mpnet-base-v2), or name another head with --teacher-head"
+            )
+        raise TeacherNotDeployedError(
+            f"teacher head {head!r} has {len(versions)} version(s) but none is deployed: a "
+            f"teacher teaches with its deployed version; deploy one with `sqlheads deploy --head "
+            f"{head} --version N`"
+        )
+    return teacher_version(store, model.model_id)
+
+
+def teacher_version(store: Store, model_id: int) -> TeacherHead:
+    """The version ``model_id`` as a teacher (a sidecar teacher's, named by its soft labels)."""
+    model = store.model_by_id(model_id)
+    classes = json.loads(store.model_record(model_id)["classes_json"])
+    return TeacherHead(model.head, model, [str(c) for c in classes], store)
+
+
+def _load(store: Store, model: Model) -> Teacher:
+    """The model, and for one that reads vectors the encoder its set was embedded with."""
+    kind = model_kind(model.kind)
+    teacher = Teacher(kind.load(store.model_blob(model.model_id)), kind.reads)
+    if kind.reads == "vector":
+        registered = store.encoder(model.encoder_id)
+        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
+        teacher.encoder = load_encoder(
+            registered.sha256,
+            onnx=onnx,
+            tokenizer_json=tokenizer_json,
+            dim=registered.dim,
+            max_length=registered.max_length,
+        )
+        versions = store.read_view("model_summary", head=model.head)
+        trained_on = versions[versions["model_id"] == model.model_id]["set_name"]
+        found = store.find_set(str(trained_on.iloc[0])) if len(trained_on) else None
+        teacher.long_text = found.long_text if found else "window"
+    return teacher
+
+
+def refuse_other_classes(teacher: TeacherHead, classes: list[str]) -> None:
+    """50020 unless the teacher's classes are the student's gold labels' classes."""
+    if sorted(teacher.classes) != sorted(classes):
+        raise ClassMismatchError(
+            f"teacher head {teacher.head!r} (version {teacher.model.version}) predicts classes "
+            f"{sorted(teacher.classes)} but the student's labels have {sorted(classes)}: a "
+            "teacher must know the student's classes; pass a --teacher-head trained on the "
+            "same labels"
+        )
+
+
+def own_soft_labels(
+    store: Store, teacher: TeacherHead, texts: Mapping[str, str], progress: Progress | None
+) -> pd.DataFrame:
+    """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes).
+
+    A head reuses the vectors its set holds for a key whose stored text is the same text;
+    the rest are scored now."""
+    started = time.perf_counter()
+    keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
+    logits = np.zeros((len(keys), len(teacher.classes)), dtype=np.float32)
+    todo = np.ones(len(keys), dtype=bool)
+    if model_kind(teacher.model.kind).reads == "vector":
+        hashes = store.stored_hashes(teacher.model.set_id, keys)
+        same = [i for i, k in enumerate(keys) if hashes.get(k) == text_sha256(str(texts[k]))]
+        if same:
+            stored = store.vectors_for_keys(teacher.model.set_id, [keys[i] for i in same])
+            vectors = unpack_rows([stored[keys[i]] for i in same], teacher.teacher.encoder.dim)
+            logits[same] = as_logits(teacher.teacher.probabilities_of_vectors(vectors))
+            todo[same] = False
+    missing = np.flatnonzero(todo)
+    if len(missing):
+        reporter = None if progress is None else (lambda n: progress(n, len(missing)))
+        probabilities = teacher.teacher.probabilities(
+            [str(texts[keys[i]]) for i in missing], reporter
+        )
+        logits[missing] = as_logits(probabilities)
+    teacher.scored["own_rows_from_stored_vectors"] = len(keys) - len(missing)
+    teacher.scored["own_rows_scored"] = len(missing)
+    teacher.seconds["own_rows"] = time.perf_counter() - started
+    return pd.DataFrame({"item_key": keys, "logits": pack_rows(logits)})
+
+
+def transfer_soft_labels(
+    store: Store,
+    teacher: TeacherHead,
+    origin: Mapping[str, str],
+    recipe: TransferRecipe,
+    student_encoder: tuple[str, bytes, str],
+    progress: Progress | None,
+    exclude: list[str] | None = None,
+) -> pd.DataFrame:
+    """Transfer rows made from ``origin`` (key -> text: rows the student may learn from, never
+    held-out ones) with the teacher's logits: ``text``, ``origin_key``, ``how``, ``logits``.
+
+    ``student_encoder`` (sha256, ONNX bytes, tokenizer JSON) supplies the replacement words.
+    Cached rows are read back; the missing ones are built, scored and cached in chunks."""
+    started = time.perf_counter()
+    if recipe.rows == 0 or not origin:
+        teacher.scored |= {"transfer_rows_cached": 0, "transfer_rows_scored": 0}
+        return pd.DataFrame(columns=["text", "origin_key", "how", "logits"])
+    sha256, onnx, tokenizer_json = student_encoder
+    cached = transfer_cache.open_transfer_set(
+        store,
+        model_id=teacher.model.model_id,
+        teacher=teacher.head,
+        recipe_key=recipe.key(origin, sha256, exclude or ()),
+        recipe=asdict(recipe),
+        classes=teacher.classes,
+    )
+    wanted = cached.rows_for(recipe.rows)
+    done = transfer_cache.scored_ordinals(store, cached)
+    todo: list[int] = [i for i in range(wanted) if i not in done]
+    if todo:
+        built_started = time.perf_counter()
+        neighbours = encoder_neighbours(tokenizer_json, onnx, origin, recipe.neighbours)
+        rows = build_transfer(origin, replace(recipe, rows=wanted), neighbours, exclude or ())
+        if len(rows) < wanted:  # the rows cannot give that many distinct ones
+            cached = transfer_cache.note_rows_max(store, cached, len(rows))
+            wanted = len(rows)
+            todo = [i for i in todo if i < wanted]
+        teacher.seconds["transfer_build"] = time.perf_counter() - built_started
+        scoring_started = time.perf_counter()
+        report = None if progress is None else (lambda n: progress(n, len(todo)))
+        for start in range(0, len(todo), CACHE_CHUNK):
+            chunk = todo[start : start + CACHE_CHUNK]
+            logits = as_logits(teacher.teacher.probabilities([rows[i].text for i in chunk], report))
+            transfer_cache.add_transfer_rows(
+                store,
+                cached,
+                teacher.head,
+                [
+                    {
+                        "ordinal": i,
+                        "origin_key": rows[i].origin_key,
+                        "how": rows[i].how,
+                        "text": rows[i].text,
+                        "logits": blob,
+                    }
+                    for i, blob in zip(chunk, pack_rows(logits), strict=True)
+                ],
+            )
+        teacher.seconds["transfer_scoring"] = time.perf_counter() - scoring_started
+    teacher.scored["transfer_rows_scored"] = len(todo)
+    teacher.scored["transfer_rows_cached"] = wanted - len(todo)
+    found = transfer_cache.read_transfer_rows(store, cached, wanted)
+    teacher.seconds["transfer_rows"] = time.perf_counter() - started
+    return found[["text", "origin_key", "how", "logits"]]
+
+
+@dataclass
+class Taught:
+    """What ``distill --teacher-head`` hands the student: soft labels of its own rows, the
+    transfer rows with theirs, and the report of what the teacher scored."""
+
+    teacher: TeacherHead
+    soft: pd.DataFrame  # item_key, logits (bytes, the teacher's classes' order)
+    transfer: pd.DataFrame  # item_key (made up, never a real key), text, logits, origin_key
+    report: dict[str, Any]
+
+    @property
+    def teacher_name(self) -> str:
+        """The name its soft labels are stored under unless the caller gives one."""
+        return f"{self.teacher.head}.v{self.teacher.model.version}"
+
+    def with_transfer_rows(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` (distill's input) with the transfer rows after its own: no gold label,
+        the teacher's logits, their text, and chosen for distillation when rows are chosen."""
+        if self.transfer.empty:
+            return frame
+        extra = pd.DataFrame(
+            {
+                "item_key": self.transfer["item_key"],
+                "label": None,
+                "logits": self.transfer["logits"],
+                "text": self.transfer["text"],
+            }
+        )
+        if "in_transfer" in frame.columns:
+            extra["in_transfer"] = 1
+        return pd.concat([frame, extra], ignore_index=True)
+
+    def require_teacher(self) -> None:
+        """50028 if the teacher's version was dropped since it scored the rows."""
+        transfer_cache.require_teacher(
+            self.teacher.store, self.teacher.model.model_id, self.teacher.head
+        )
+
+
+def taught_rows(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    labelled: pd.DataFrame,
+    source: RowSource | None,
+    *,
+    teacher: TeacherHead,
+    soft: pd.DataFrame | None,
+    transfer_rows: int | None,
+    distill_params: dict[str, Any],
+    progress: Progress | None,
+) -> Taught:
+    """``distill``'s side of a teaching version: what ``teacher`` made of the rows' texts
+    (through ``source`` or the set's own source query); ``soft``: the soft labels it stored
+    earlier for the rows (a sidecar teacher's), else they are scored now."""
+    texts = text_source(store, embedding_set, source).texts()
+    onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
+    seed = int(distill_params.get("seed") or 0)
+    rows = DEFAULT_ROWS if transfer_rows is None else transfer_rows
+    return teach(
+        store,
+        teacher=teacher,
+        labelled=labelled,
+        texts=texts,
+        recipe=TransferRecipe(rows=rows, seed=seed),
+        student_encoder=(set_encoder.sha256, onnx, tokenizer_json),
+        test_fraction=float(distill_params.get("test_fraction") or TEST_FRACTION),
+        seed=seed,
+        progress=progress,
+        soft=soft,
+    )
+
+
+def refuse_two_teachers(soft_labels: str | None) -> None:
+    if soft_labels is not None:
+        raise InvalidParameterError(
+            "pass --teacher-head (a deployed version scores the rows) or --soft-labels (a query "
+            "gives them), not both"
+        )
+
+
+def held_out_keys(labelled: pd.DataFrame, test_fraction: float, seed: int) -> set[str]:
+    """The keys ``distill`` holds out for these labels: the split ``train`` makes."""
+    return evaluation.held_out_keys(
+        labelled["item_key"].tolist(),
+        labelled["label"].tolist(),
+        test_fraction=test_fraction,
+        seed=seed,
+    )
+
+
+def teach(
+    store: Store,
+    *,
+    teacher: TeacherHead,
+    labelled: pd.DataFrame,
+    texts: Mapping[str, Any],
+    recipe: TransferRecipe,
+    student_encoder: tuple[str, bytes, str],
+    test_fraction: float,
+    seed: int,
+    progress: Progress | None = None,
+    soft: pd.DataFrame | None = None,
+) -> Taught:
+    """Soft labels from ``teacher`` for every row of ``texts`` (the student's rows: labelled,
+    held out or not, and unlabelled; unless ``soft`` gives them), and ``recipe``'s transfer
+    rows made from those the student may learn from: never from a held-out row, and never
+    equal to a held-out row's text."""
+    from sqlheads.compute.columns import present
+
+    gold = labelled["label"][present(labelled["label"], "text")]
+    refuse_other_classes(teacher, sorted({str(v) for v in gold}))
+    held_out = held_out_keys(labelled, test_fraction, seed)
+    usable = {k: str(t) for k, t in texts.items() if t is not None and str(t).strip()}
+    if soft is None:
+        soft = own_soft_labels(store, teacher, usable, progress)
+    origin, exclude = learnable_rows(usable, held_out)
+    made = transfer_soft_labels(
+        store, teacher, origin, recipe, student_encoder, progress, exclude=exclude
+    )
+    taken = set(usable) | set(labelled["item_key"]) | set(soft["item_key"])
+    made.insert(0, "item_key", transfer_keys(taken, len(made)))
+    report = teacher.report() | {
+        "transfer_rows": len(made),
+        "transfer_recipe": asdict(recipe),
+    }
+    return Taught(teacher, soft, made, report)

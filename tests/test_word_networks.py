@@ -1,0 +1,88 @@
+"""The word student's architectures: each fits, exports with parity, scores a text the same
+whatever it is batched with, and keeps to the vocabulary its texts use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sqlheads.engine.catalog import catalog_encoder
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.students import WordStudent, WordStudentParams
+from sqlheads.engine.word_networks import OTHER, PAD, compact_vocabulary
+from sqlheads.errors import InvalidParameterError
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json() -> str:
+    return (catalog_encoder("all-MiniLM-L6-v2").model_dir() / "tokenizer.json").read_text()
+
+
+def _fit(rt_sample, tokenizer_json: str, **params) -> WordStudent:
+    texts = rt_sample["text"].tolist()[:200]
+    gold = (rt_sample["label"].to_numpy()[:200] == "positive").astype(int)
+    logits = np.stack([1 - gold, gold], axis=1).astype(np.float32) * 3
+    return WordStudent(WordStudentParams(**params)).fit(
+        texts,
+        ["negative", "positive"],
+        logits,
+        gold,
+        tokenizer_json=tokenizer_json,
+        distill=DistillParams(epochs=1, batch_size=32),
+    )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"arch": "bag"},
+        {"arch": "cnn", "channels": 16},
+        {"arch": "bilstm", "channels": 16},
+        {"arch": "ngrams", "buckets": 1000},
+    ],
+    ids=lambda p: p["arch"],
+)
+def test_each_architecture_scores_a_text_alone_as_in_any_batch(rt_sample, tokenizer_json, params):
+    student = _fit(rt_sample, tokenizer_json, **params)
+    assert student.parity_max_abs_diff_ is not None and student.parity_max_abs_diff_ <= 1e-4
+    short, long = "a gem .", " ".join(rt_sample["text"].tolist()[300:306])
+    alone = student.predict_proba([short])
+    batched = student.predict_proba([short, long], batch_size=2)  # padded to the long one
+    assert np.abs(alone[0] - batched[0]).max() < 1e-5
+    loaded = WordStudent.from_bytes(student.to_bytes())
+    assert loaded.params.arch == params["arch"]
+    assert np.abs(loaded.predict_proba([short]) - alone).max() < 1e-6
+
+
+def test_the_vocabulary_is_the_tokens_the_texts_use(rt_sample, tokenizer_json):
+    table = compact_vocabulary([[5, 7, 7], [9]], vocab_size=12, min_count=1)
+    assert table[[5, 7, 9]].tolist() == [2, 3, 4] and table[3] == OTHER
+    assert compact_vocabulary([[5]], vocab_size=12, min_count=0).max() == 13  # every token
+    used = _fit(rt_sample, tokenizer_json, arch="bag", dim=32)
+    every = _fit(rt_sample, tokenizer_json, arch="bag", dim=32, min_count=0)
+    # 200 reviews use a few thousand of MiniLM's 30,522 tokens: a fraction of the rows
+    assert used.n_parameters_ < every.n_parameters_ / 5
+    assert PAD == 0
+
+
+def test_architecture_parameters_are_validated_early():
+    with pytest.raises(InvalidParameterError, match="arch"):
+        WordStudentParams(arch="transformer").validate()
+    with pytest.raises(InvalidParameterError, match="buckets"):
+        WordStudentParams(arch="ngrams", buckets=0).validate()
+    with pytest.raises(InvalidParameterError, match="channels"):
+        WordStudentParams(arch="bilstm", channels=0).validate()
+
+
+@pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
+def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabulary(arch):
+    from sqlheads.engine.students import word_student_params
+    from sqlheads.engine.word_networks import build_network
+
+    p = word_student_params(arch)
+    # texts that use every token of MPNet's 30,527: only the most used get rows
+    table = compact_vocabulary([list(range(30_527))], 30_527, 1, p.max_vocabulary)
+    assert table.max() + 1 == p.max_vocabulary + 2
+    net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
+                        dropout=p.dropout, buckets=p.buckets)  # fmt: skip
+    assert 700_000 < sum(t.numel() for t in net.parameters()) < 1_000_000
