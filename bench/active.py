@@ -43,8 +43,8 @@ def _fill(store, name: str, keys: list[str], vectors: np.ndarray) -> None:
 
     import pandas as pd
 
-    from sqlheads import encoders
     from sqlheads.store.vectors import pack_rows
+    from sqlheads.verbs import encoders
 
     encoder = store.find_encoder("all-MiniLM-L6-v2-int8") or encoders.register_encoder(store)
     embedding_set = store.add_set(name, encoder.encoder_id, "window")

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from sqlheads.engine.encoder import int8_kernels
 from sqlheads.report import pyplot
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -136,6 +137,7 @@ def machine() -> dict[str, Any]:
         "gpu": gpu_model(),
         "cpu": cpu_model(),
         "cpu_flags": cpu_flags(),
+        "int8_kernels": int8_kernels(),
         "cores": os.cpu_count(),
         "memory_gib": memory_gib(),
         "os": f"{platform.system()} {platform.release()}",
@@ -165,9 +167,11 @@ def machine_line(m: dict[str, Any]) -> str:
         else ""
     )
     gpu = f"{m['gpu']}; " if m.get("gpu") else ""
+    # Which int8 kernels onnxruntime runs decides int8 speed: named outright, not left to flags.
+    kernels = f"; int8 kernels: {m['int8_kernels']}" if m.get("int8_kernels") else ""
     return (
-        f"{gpu}{m['cpu']} ({flags}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; "
-        f"measured {m['date']}{busy}"
+        f"{gpu}{m['cpu']} ({flags}{kernels}), {m['cores']} cores, {m['memory_gib']} GiB, "
+        f"{m['os']}; measured {m['date']}{busy}"
     )
 
 

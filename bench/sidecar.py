@@ -67,6 +67,7 @@ PEER = "naive fp32 loop (static padding, batch 32, AdamW, no autocast)"
 OURS = "sqlheads teacher loop (engine.teacher)"
 NAIVE_BATCH, NAIVE_LR = 32, 2e-5
 EMBED_MAX_LENGTH = 256  # the registered default encoder's windows
+SET, HEAD = "rt", "rt_sentiment"  # the students section's set and head
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,7 +318,7 @@ def student_rates(
 ) -> tuple[list[list[str]], dict[str, tuple[float, int]]]:
     """Distil each student from the teacher's logits, then time scoring RT from text in fresh
     processes (bench.students' timing); accuracy rows and {path: (seconds, rows)}."""
-    from bench.students import HEAD, LABELS, RT_SOURCE, SET, _timed
+    from bench.students import LABELS, RT_SOURCE, _timed
     from sqlheads import host
     from sqlheads.store.repository import Store
 

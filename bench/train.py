@@ -4,8 +4,8 @@ Synthetic 384-d unit vectors around seeded class centres (like sentence vectors 
 text): hard (centres close, classes overlap) and separable (two classes a margin apart, where
 nothing is left to learn after a few epochs), 80/20 random split; every classifier fits the
 same training rows with its defaults and is scored on the same held-out rows:
-``HeadClassifier()`` (the fast recipe: Adam, batches of 512, early stopping on a 10 %
-validation slice of the training rows, at most 30 epochs),
+``HeadClassifier()`` (the fast recipe: Adam at twice the seed's rate, batches of 512, early
+stopping on a 10 % validation slice of the training rows, at most 30 epochs),
 ``HeadClassifier(HeadParams(recipe="seed"))`` (the seed's recipe: Adam amsgrad, 30 epochs,
 linear decay, batch max(64, rows/100)) and ``LogisticRegression()`` (lbfgs, 100 iterations at
 most).
@@ -26,13 +26,15 @@ DIM = 384
 SEPARATION = 0.12  # centre norm against unit noise: a task neither classifier finds trivial
 SEPARABLE = 0.5  # two centres ~14 noise deviations apart: every classifier gets 100 %
 # rows -> class counts; (rows, epochs) where the seed recipe trains fewer than its 30 epochs.
+# "ratio": rows of the head-vs-LR time comparison on hard and separable data, fitted "repeats"
+# times each, interleaved (head, LR, head, LR, ...), so that a shared machine's drift hits both.
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"grid": {10_000: (2, 10, 50), 100_000: (2, 10, 50), 1_000_000: (2, 50)},
-             "epochs": {1_000_000: 1}, "separable": (100_000,)},
+             "epochs": {1_000_000: 1}, "separable": (100_000,), "ratio": 100_000, "repeats": 5},
     "quick": {"grid": {5_000: (2, 10, 50), 20_000: (2, 50)}, "epochs": {},
-              "separable": (100_000,)},  # fewer rows than 25,000 train with the seed recipe
+              "separable": (100_000,), "ratio": 100_000, "repeats": 3},
     "tiny": {"grid": {600: (2, 5), 1_500: (2,)}, "epochs": {600: 2, 1_500: 2},
-             "separable": (1_500,)},
+             "separable": (1_500,), "ratio": 1_500, "repeats": 2},
 }  # fmt: skip
 HARD, SEPARABLE_DATA = "hard", "separable"
 
@@ -86,13 +88,37 @@ def fit_all(
     }
 
 
+def fit_pair(rows: int, classes: int, separation: float) -> dict[str, float]:
+    """One fit of the default head and one of LogisticRegression on the same rows."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    from sqlheads.engine.heads import HeadClassifier
+
+    X, y = synthetic(rows, classes, separation=separation)
+    train = np.random.default_rng(1).random(rows) >= 0.2
+    with timer() as head_seconds:
+        head = HeadClassifier().fit(X[train], y[train])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with timer() as lr_seconds:
+            LogisticRegression().fit(X[train], y[train])
+    return {
+        "head_seconds": head_seconds[0],
+        "head_cpu": head_seconds[1],
+        "head_epochs": len(head.loss_curve_),
+        "lr_seconds": lr_seconds[0],
+        "lr_cpu": lr_seconds[1],
+    }
+
+
 GOALS = {(100_000, 2, HARD): 1.5, (1_000_000, 50, HARD): 30.0}  # issue 11: seconds on 2 cores
-# Issue 16: on separable data the head takes at most this many times LR's time.
-SEPARABLE_GOALS = {(100_000, 2, SEPARABLE_DATA): 3.0}
+# The head takes at most this many times LR's time, on overlapping and separable data alike.
+RATIO_GOAL, RATIO_GOAL_ROWS = 2.0, 100_000
 
 
 def run(out_dir: Path, scale: str = "full") -> Section:
-    from sqlheads.engine.heads import FAST_BATCH_SIZE, HeadParams
+    from sqlheads.engine.heads import FAST_BATCH_SIZE, FAST_LR_SCALE, HeadParams
 
     size = SIZES[scale]
     default_epochs = HeadParams().epochs
@@ -105,6 +131,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     for rows in size["separable"]:
         key = (rows, 2, SEPARABLE_DATA)
         results[key] = fit_all(rows, 2, size["epochs"].get(rows), separation=SEPARABLE)
+    ratios: dict[str, list[dict[str, float]]] = {HARD: [], SEPARABLE_DATA: []}
+    for _ in range(size["repeats"]):
+        for data, separation in ((HARD, SEPARATION), (SEPARABLE_DATA, SEPARABLE)):
+            ratios[data].append(fit_pair(size["ratio"], 2, separation))
     section = Section(
         name="train",
         title="train: head vs logistic regression on stored vectors",
@@ -155,12 +185,38 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 f"{pct(r['lr_accuracy'])}: time {'met' if in_time else 'not met'}, accuracy "
                 + ("met." if behind <= 0 else f"{behind:.2f} point(s) below, not met.")
             )  # fmt: skip
-    for key, ratio in SEPARABLE_GOALS.items():
-        if key in results:
-            r = results[key]
-            section.notes.append(_separable_note(key, ratio, r))
+    ratio_table = Table(
+        f"Head vs LR on the same {int(size['ratio'] * 0.8):,} training rows x 2 classes, "
+        f"{size['repeats']} fits each, interleaved: time ratio head / LR",
+        ["data", "head epochs", "wall ratio: median (min-max)", "CPU ratio: median (min-max)",
+         "head s, median", "LR s, median"],
+    )  # fmt: skip
+    for data, fits in ratios.items():
+        wall = [f["head_seconds"] / f["lr_seconds"] for f in fits]
+        cpu = [f["head_cpu"] / f["lr_cpu"] for f in fits]
+        ratio_table.rows.append(
+            [data, "/".join(str(f["head_epochs"]) for f in fits), _spread(wall), _spread(cpu),
+             fmt(float(np.median([f["head_seconds"] for f in fits])), 2),
+             fmt(float(np.median([f["lr_seconds"] for f in fits])), 2)]
+        )  # fmt: skip
+        section.headline.append(
+            ["train", f"{data} {int(size['ratio'] * 0.8):,} x 2: head / LR time, median of "
+             f"{len(fits)} (wall; CPU)", f"{np.median(wall):.2f}x; {np.median(cpu):.2f}x"]
+        )  # fmt: skip
+        if size["ratio"] < RATIO_GOAL_ROWS:
+            continue  # the goal is set at 100,000 rows; smaller sets train the seed recipe
+        met = min(np.median(wall), np.median(cpu)) <= RATIO_GOAL
+        section.notes.append(
+            f"Goal, {data} data: the head in at most {RATIO_GOAL:g}x logistic regression's time: "
+            f"median {np.median(wall):.2f}x wall, {np.median(cpu):.2f}x CPU over {len(fits)} "
+            f"interleaved fits, {'met' if met else 'not met'} (the head runs on one thread, "
+            "LR's BLAS on both cores, so on a machine shared with other work the CPU ratio is "
+            "the steadier one)."
+        )
+    section.tables.append(ratio_table)
     section.notes.append(
-        f"What the fast recipe trades: {FAST_BATCH_SIZE}-row batches at a constant rate stop "
+        f"What the fast recipe trades: {FAST_BATCH_SIZE}-row batches at a constant rate "
+        f"({FAST_LR_SCALE:g}x lr) stop "
         f"once the validation loss has gone {HeadParams().patience} epoch(s) without "
         f"falling by at least {HeadParams().tol:g} (`tol`), keeping the best epoch's weights, "
         "so it trains on "
@@ -171,18 +227,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     return section
 
 
-def _separable_note(key: tuple[int, int, str], ratio: float, r: dict[str, float]) -> str:
-    rows, classes, _ = key
-    wall, cpu = r["fast_seconds"] / r["lr_seconds"], r["fast_cpu"] / r["lr_cpu"]
-    equal = r["fast_accuracy"] >= r["lr_accuracy"]
-    return (
-        f"Goal, separable {rows:,} rows x {classes} classes in at most {ratio:g}x logistic "
-        f"regression's time at equal accuracy: {fmt(wall, 2)}x wall, {fmt(cpu, 2)}x CPU "
-        f"({r['fast_epochs']} epochs), {pct(r['fast_accuracy'])} vs {pct(r['lr_accuracy'])}: "
-        f"time {'met' if min(wall, cpu) <= ratio else 'not met'} (wall {fmt(r['fast_seconds'], 2)}"
-        f" s, CPU {fmt(r['fast_cpu'], 2)} s one thread; LR {fmt(r['lr_seconds'], 2)} s, CPU "
-        f"{fmt(r['lr_cpu'], 2)} s), accuracy {'met' if equal else 'not met'}."
-    )
+def _spread(values: list[float]) -> str:
+    return f"{np.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
 
 
 def _plot(out_dir: Path, results) -> str:

@@ -28,6 +28,7 @@ LAYERS = {
     "sqlheads.compute": 2,  # DataFrame in, DataFrame out: what SQL Server's scripts run
     "sqlheads.settings": 1,
     "sqlheads.sqlserver": 1,
+    "sqlheads.keywords": 1,  # flat keywords in, parameter objects out: the doors share it
     "sqlheads.datasets": 1,
     "sqlheads.engine": 1,
     "sqlheads.store": 1,

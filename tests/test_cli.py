@@ -134,8 +134,12 @@ def test_demo_json_reports_accuracy_on_the_fixed_split_and_reruns_in_place(tmp_p
     assert result["rows"] == len(rt) == 8530
     assert result["classes"] == ["negative", "positive"]
     assert result["rows_test"] == int((rt["split"] == "test").sum())
-    assert result["accuracy"] >= 0.77  # frozen MiniLM + MLP measured 78 % here
-    assert result["macro_f1"] >= 0.76
+    # On this split a head on the int8 vectors measured 77.8 % (on fp32 vectors 78.3 %), Intel
+    # Xeon with VNNI. Without VNNI the 7-bit graph's int8 products are the same integers (see
+    # test_engine_encoder); two points leave room for the fp32 operators' and the head's own
+    # rounding on another CPU, and still catch a broken encoder or head (50-65 %).
+    assert result["accuracy"] >= 0.76
+    assert result["macro_f1"] >= 0.75
     # The view's rows for the fixed test split give the same accuracy as the training run.
     assert result["test_accuracy_from_view"] == pytest.approx(result["accuracy"], abs=1e-4)
     assert result["predictions_in_view"] == 8530
@@ -181,9 +185,12 @@ def test_progress_lines_go_to_stderr_when_it_is_not_a_terminal(embedded):
 def test_embed_names_the_encoder_export_as_a_stage(store):
     pd.DataFrame({"item_key": ["a"], "text": ["Fine."]}).to_sql("notes", store.engine, index=False)
     stages: list[str] = []
-    host.embed(
-        store, set_name="notes", source="SELECT item_key, text FROM notes", stage=stages.append
-    )
+
+    def heard(done: int, total: int | None, stage: str | None) -> None:
+        if stage is not None:
+            stages.append(stage)
+
+    host.embed(store, set_name="notes", source="SELECT item_key, text FROM notes", progress=heard)
     assert stages == ["exporting the encoder to ONNX (first use only)", "embedding notes"]
 
 

@@ -143,7 +143,7 @@ def _pausing(verb: str, url: str, arguments: dict, paused, release, results) -> 
     """A real ``host.<verb>`` in a process of its own that waits at its first progress call
     (after its first epoch, or its first committed batch) until the test releases it."""
 
-    def progress(done: int, total: int | None) -> None:
+    def progress(done: int, total: int | None, stage: str | None) -> None:
         if done and not paused.is_set():
             paused.set()
             release.wait(600)

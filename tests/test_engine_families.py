@@ -15,14 +15,24 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from transformers import GPT2Config, RobertaConfig, RobertaModel, XLMRobertaConfig
+import torch
+from transformers import (
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    RobertaConfig,
+    RobertaModel,
+    XLMRobertaConfig,
+)
 
-from sqlheads import host
+from sqlheads import datasets, host
 from sqlheads.engine import catalog, export
-from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
+from sqlheads.engine.encoder import OnnxEncoder, Tokenizer, int8_kernels
+from sqlheads.engine.int8 import CHOICES, MIN_COSINE_FLOOR, LabelledSample
 from sqlheads.errors import (
     EncoderArchiveError,
     EncoderNotInstalledError,
+    ExportParityError,
     InvalidParameterError,
     NotFoundError,
     UnsupportedEncoderError,
@@ -100,23 +110,19 @@ def test_a_corrupt_archive_is_refused(tmp_path, monkeypatch):
 @heavy
 def test_mpnet_int8_keeps_the_outlier_projections_in_fp32(mpnet_fp32, tmp_path):
     int8 = export.export_encoder(MPNET.model_dir(), quantization="int8")
-    assert int8.parity_cosine >= export.INT8_SANITY_THRESHOLD
+    assert int8.parity_cosine >= MIN_COSINE_FLOOR
     nodes = onnx.load_from_string(int8.onnx).graph.node
     assert any(n.op_type == "MatMul" and export.FEED_FORWARD_OUTPUT.search(n.name) for n in nodes)
-    assert int8.quantization == export.INT8_PARTIAL
+    assert int8.quantization == export.INT8_PARTIAL == MPNET.int8
+    assert export.int8_decision(int8.onnx).decided_by == "catalogue: all-mpnet-base-v2"
     a = _session(mpnet_fp32, tmp_path / "fp32").encode(MIXED).vectors
     b = _session(int8, tmp_path / "int8").encode(MIXED).vectors
-    assert np.sum(a * b, axis=1).min() > export.INT8_SANITY_THRESHOLD
+    assert np.sum(a * b, axis=1).min() > MIN_COSINE_FLOOR
 
 
-@pytest.mark.parametrize("config_class", [RobertaConfig, XLMRobertaConfig])
-def test_roberta_families_export_with_offset_positions(config_class, tmp_path):
-    """A small RoBERTa / XLM-RoBERTa of random weights: positions start after padding_idx.
-
-    The exporter, tracing and parity check are the real ones; only the weights are random, as
-    no such encoder ships on PyPI here. MiniLM's tokenizer supplies the vocabulary, so the pad
-    id (0) is the padding index.
-    """
+def _tiny_model(folder: Path, config_class=BertConfig, model_class=BertModel, **extra) -> Path:
+    """A 2-layer model of random weights with MiniLM's tokenizer: a model no catalogue knows.
+    The exporter, tracing and checks are the real ones; only the weights are random."""
     config = config_class(
         vocab_size=30522,
         hidden_size=32,
@@ -124,10 +130,74 @@ def test_roberta_families_export_with_offset_positions(config_class, tmp_path):
         num_attention_heads=4,
         intermediate_size=64,
         max_position_embeddings=130,
-        pad_token_id=0,
+        **extra,
     )
-    RobertaModel(config).save_pretrained(tmp_path)  # XLM-RoBERTa is RoBERTa's architecture
-    shutil.copy(export.default_model_dir() / "tokenizer.json", tmp_path / "tokenizer.json")
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(folder)
+    shutil.copy(export.default_model_dir() / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+def _small_sample() -> LabelledSample:
+    sample = datasets.int8_sample(train_rows=300)
+    keep = [i for i, test in enumerate(sample.test) if not test or i % 8 == 0]
+    return LabelledSample(
+        "a small sample",
+        tuple(sample.texts[i] for i in keep),
+        tuple(sample.labels[i] for i in keep),
+        tuple(sample.test[i] for i in keep),
+    )
+
+
+def test_a_model_outside_the_catalogue_is_judged_and_its_figures_travel_in_the_graph(tmp_path):
+    """Whatever this CPU measures, the choice is the rule applied to the figures the graph
+    carries, and the store records that choice: the assertions hold on either CPU kind."""
+    folder = _tiny_model(tmp_path / "tiny")
+    with pytest.raises(InvalidParameterError, match="int8_sample"):
+        export.export_encoder(folder, max_length=128, use_cache=False)
+    artifact = export.export_encoder(
+        folder, max_length=128, use_cache=False, int8_sample=_small_sample()
+    )
+    decision = export.int8_decision(artifact.onnx)
+    assert decision.decided_by == f"measured on a small sample, {int8_kernels()}"
+    assert [f.choice for f in decision.figures] == list(CHOICES[: len(decision.figures)])
+    ruled = next((f.choice for f in decision.figures if f.acceptable), decision.figures[-1].choice)
+    assert decision.choice == ruled == artifact.quantization
+    assert decision.figures[0].describe() in decision.reason
+    left_float = export.weight_matmuls(artifact.onnx)[1]
+    assert left_float == (0 if decision.choice == CHOICES[0] else 2)  # a feed-forward output each
+
+
+def test_a_directory_registered_as_int8_is_judged_on_rotten_tomatoes(store, tmp_path):
+    folder = _tiny_model(tmp_path / "tiny")
+    encoder = encoders.register_encoder(store, name="tiny", model_dir=folder, max_length=128)
+    onnx_bytes, _ = store.encoder_bytes(encoder.encoder_id)
+    decision = export.int8_decision(onnx_bytes)
+    assert decision.decided_by.startswith("measured on Rotten Tomatoes (2,000 train / 1,706 test")
+    assert encoder.quantization == decision.choice
+
+
+def test_an_int8_graph_that_is_really_broken_is_refused(tmp_path, monkeypatch):
+    # An impossible floor proves the gate is live: the real int8 graph is compared and refused.
+    monkeypatch.setattr(export, "MIN_COSINE_FLOOR", 1.01)
+    with pytest.raises(ExportParityError, match="broke the encoder") as refused:
+        export.export_encoder(
+            _tiny_model(tmp_path / "tiny"),
+            max_length=128,
+            use_cache=False,
+            int8_sample=_small_sample(),
+        )
+    assert refused.value.number == 50010
+
+
+@pytest.mark.parametrize("config_class", [RobertaConfig, XLMRobertaConfig])
+def test_roberta_families_export_with_offset_positions(config_class, tmp_path):
+    """A small RoBERTa / XLM-RoBERTa of random weights: positions start after padding_idx.
+
+    No such encoder ships on PyPI here. MiniLM's tokenizer supplies the vocabulary, so the pad
+    id (0) is the padding index. XLM-RoBERTa is RoBERTa's architecture.
+    """
+    _tiny_model(tmp_path, config_class, RobertaModel, pad_token_id=0)
     with pytest.raises(InvalidParameterError, match="129 positions"):
         export.export_encoder(tmp_path, max_length=130, quantization="none", use_cache=False)
     artifact = export.export_encoder(tmp_path, max_length=129, quantization="none", use_cache=False)

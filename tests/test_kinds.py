@@ -39,11 +39,13 @@ def _teaching(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return gold, logits
 
 
-def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, **options):
+def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, encoder=(None, None), **options):
     gold, logits = _teaching(rows)
-    distill = kind.distill_params(DistillParams(epochs=1, seed=0)).validate()
-    student = kinds.StudentOptions(distill=distill, batch_size=8, **options)
-    return kind.distil(inputs, CLASSES, logits, gold, student)
+    distill = kind.distill_params(DistillParams(epochs=1, seed=0, batch_size=8)).validate()
+    params = kinds.StudentParams(student=kind.student, **options).validate()
+    tokenizer_json, onnx = encoder
+    fit = kinds.StudentFit(params, distill, tokenizer_json=tokenizer_json, encoder_onnx=onnx)
+    return kind.distil(inputs, CLASSES, logits, gold, fit)
 
 
 def fit_head(rows: pd.DataFrame, tmp_path):
@@ -57,9 +59,7 @@ def fit_word_student(rows: pd.DataFrame, tmp_path):
     encoder = encoders.register_encoder(store)
     onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
     texts = rows["text"].tolist()
-    model = _distilled(
-        kinds.KINDS["word_student"], texts, rows, tokenizer_json=tokenizer_json, encoder_onnx=onnx
-    )
+    model = _distilled(kinds.KINDS["word_student"], texts, rows, encoder=(tokenizer_json, onnx))
     return model, texts
 
 

@@ -12,6 +12,7 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 from sqlalchemy import select, update
 from typer.testing import CliRunner
 
@@ -233,6 +234,7 @@ def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
     assert states == ["failed", False]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: nothing to refuse")
 def test_a_gpu_asked_for_and_absent_is_refused(store: Store) -> None:
     with pytest.raises(DeviceUnavailableError) as refused:
         Sidecar(store, SidecarOptions(device="cuda"))

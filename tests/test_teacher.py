@@ -79,7 +79,7 @@ rows = datasets.rotten_tomatoes().sample(48, random_state=0)
 params = TeacherParams(**{params})
 TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1]).fit(
     rows.text.tolist(), rows.label.astype(str).tolist(),
-    on_step=lambda done, total: time.sleep(2),  # time for the test to kill it mid-run
+    progress=lambda done, total, stage: time.sleep(2),  # time to kill it mid-run
 )
 """
 

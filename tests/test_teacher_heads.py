@@ -7,6 +7,7 @@ same for any encoder (`python -m bench students` runs it with all-mpnet-base-v2)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -69,14 +70,14 @@ def test_a_deployed_head_teaches_and_its_transfer_rows_are_cached_for_the_next_s
     taught: Store,
 ):
     scored: list[int] = []
-    first = _distill(taught, teacher_progress=lambda done, total: scored.append(done))
+    first = _distill(taught, teacher_progress=lambda done, total, stage: scored.append(done))
     assert first["kind"] == "word_student" and first["teacher"] == "teacher.v1"
     assert first["teacher_head"] == "teacher" and first["teacher_version"] == 1
     rows = first["teacher_rows_scored"]
     # the teacher was trained on this set: its stored vectors score the rows, nothing is embedded
     assert rows["own_rows_from_stored_vectors"] == 600 and rows["own_rows_scored"] == 0
     assert rows["transfer_rows_scored"] == 300 and rows["transfer_rows_cached"] == 0
-    assert sum(scored) == 300  # progress while the teacher scores the transfer rows
+    assert scored[-1] == 300  # progress while the teacher scores the transfer rows
     assert {"transfer_scoring", "own_rows"} <= set(first["teacher_seconds"])
     assert first["rows_train"] == 480 + 300  # the training rows and the transfer rows
     assert first["teacher_accuracy"] is not None  # on the same held-out rows
@@ -139,8 +140,18 @@ def test_a_teacher_head_of_another_set_and_encoder_teaches(taught: Store):
         ("never", {}, TeacherNotDeployedError, 50027),
         ("classes", {}, ClassMismatchError, 50020),
         (None, {"soft_labels": "SELECT item_key FROM reviews"}, InvalidParameterError, 50012),
+        # refused before the teacher scores a row, not after it scored and cached them
+        (None, {"student": "head", "arch": "cnn"}, InvalidParameterError, 50012),
+        (None, {"arch": "nosuch"}, InvalidParameterError, 50012),
     ],
-    ids=["no-such-head", "never-deployed", "other-classes", "with-soft-labels"],
+    ids=[
+        "no-such-head",
+        "never-deployed",
+        "other-classes",
+        "with-soft-labels",
+        "arch-for-a-head-student",
+        "unknown-arch",
+    ],
 )
 def test_teacher_head_refusals_are_numbered_name_the_head_and_write_nothing(
     taught: Store, setup, arguments, error, number
@@ -169,7 +180,7 @@ def test_teacher_head_refusals_are_numbered_name_the_head_and_write_nothing(
 
 
 def test_a_teacher_head_dropped_during_distill_is_refused_and_nothing_is_stored(taught: Store):
-    def drop_the_teacher(done: int, total: int | None) -> None:
+    def drop_the_teacher(done: int, total: int | None, stage: str | None) -> None:
         if _count(taught, s.models) and taught.deployed_model("teacher") is not None:
             taught.drop_head("teacher", 0)
 
@@ -180,3 +191,33 @@ def test_a_teacher_head_dropped_during_distill_is_refused_and_nothing_is_stored(
     assert _count(taught, s.models) == versions - 1  # the teacher's version went, no student
     assert _count(taught, s.transfer_sets) == 0  # its cached rows went with it
     assert taught.read_view("model_summary", head="sentiment").empty
+
+
+def test_distill_waits_for_the_heads_lock_as_train_does(taught: Store):
+    """``lock_timeout_ms`` reaches the head's lock (it used to reach the fit, and fail)."""
+    result = _distill(taught, student="head", transfer_rows=0, lock_timeout_ms=0)
+    assert result["kind"] == "head" and result["teacher"] == "teacher.v1"
+
+
+def test_the_teachers_progress_counts_each_stage_against_its_own_total(taught: Store):
+    """The teacher's line on stderr: the student's rows (edited texts here, so the teacher scores
+    them rather than reading its set's vectors), then the transfer rows, each to its own total."""
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    some = "substr(item_key, -1) = '3'"  # a tenth of the rows, of both classes
+    url = taught.engine.url.render_as_string(hide_password=False)
+    result = CliRunner().invoke(
+        app,
+        ["--url", url, "--json", "distill", "--head", "sentiment", "--set", "reviews"]
+        + ["--labels", f"SELECT item_key, label FROM reviews WHERE {some}"]
+        + ["--source", f"SELECT item_key, text || ' Really.' AS text FROM reviews WHERE {some}"]
+        + ["--teacher-head", "teacher", "--transfer-rows", "50", "--student", "tfidf"],
+    )
+    assert result.exit_code == 0, result.output
+    percents = [int(p) for p in re.findall(r"\((\d+) %\)", result.stderr)]
+    assert percents and max(percents) <= 100, result.stderr
+    for stage in ("the student's rows", "transfer rows"):
+        finished = rf"teacher teacher: {stage}: (\d+) of \1 rows \(100 %\)"
+        assert re.search(finished, result.stderr), result.stderr

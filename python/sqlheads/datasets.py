@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from sqlheads.engine.evaluation import stratified_split
+from sqlheads.engine.int8 import LabelledSample
 
 LABEL_NAMES = {0: "negative", 1: "positive"}
 TEST_FRACTION = 0.2
@@ -57,3 +58,18 @@ def rotten_tomatoes() -> pd.DataFrame:
 
 def imdb() -> pd.DataFrame:
     return load("imdb")
+
+
+def int8_sample(train_rows: int = 2000, seed: int = 0) -> LabelledSample:
+    """Rotten Tomatoes for judging an encoder's int8 graph: ``train_rows`` of the fixed split's
+    training rows (seeded) and every one of its 1,706 test rows."""
+    reviews = rotten_tomatoes()
+    test = reviews["split"] == "test"
+    train = reviews[~test].sample(n=min(train_rows, int((~test).sum())), random_state=seed)
+    rows = pd.concat([train, reviews[test]])
+    return LabelledSample(
+        name=f"Rotten Tomatoes ({len(train):,} train / {int(test.sum()):,} test rows)",
+        texts=tuple(rows["text"]),
+        labels=tuple(rows["label"]),
+        test=tuple(rows["split"] == "test"),
+    )

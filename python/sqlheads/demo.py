@@ -18,7 +18,6 @@ def run_demo(
     url: str,
     *,
     progress: host.Progress | None = None,
-    stage: host.Stage | None = None,
     train_progress: host.Progress | None = None,
 ) -> dict[str, Any]:
     """Load the reviews into a table, then embed, train, predict and read the views.
@@ -46,7 +45,6 @@ def run_demo(
         set_name=SET,
         source=f"SELECT item_key, text FROM {TABLE}",
         progress=progress,
-        stage=stage,
     )
     seconds["embed"] = time.perf_counter() - started
 

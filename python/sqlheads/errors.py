@@ -84,7 +84,8 @@ class EncoderNotCachedError(SqlheadsError):
 
 
 class ExportParityError(SqlheadsError):
-    """An ONNX export whose output differs from PyTorch's."""
+    """An ONNX export whose output differs from PyTorch's, or an int8 graph so far from fp32
+    that it is broken rather than lossy."""
 
     number = 50010
 
@@ -199,7 +200,8 @@ class UnsupportedEncoderError(SqlheadsError):
 
 
 class QuantizationError(SqlheadsError):
-    """An int8 export whose graph has no int8 MatMul: it would be stored as what it is not."""
+    """An int8 export whose graph is not the int8 graph chosen for the model (no int8 MatMul,
+    or other MatMuls left float): it would be stored as what it is not."""
 
     number = 50044
 

@@ -3,14 +3,19 @@
 ``host.embed(store, set_name=..., source=...)`` and the rest, as the command line calls them.
 Each verb lives in its own module of :mod:`sqlheads.verbs`, beside its
 ``sp_execute_external_script`` half of the same name in :mod:`sqlheads.compute`; this module
-only gathers them under one name, so that callers need not know where each lives.
+gathers them under one name, so that callers need not know where each lives. It is Python's
+door as ``sql_server_call`` is T-SQL's: ``train`` and ``distill`` take their parameter objects
+whole (``params=HeadParams(...)``, as the command line passes them) or as flat keywords
+(``epochs=5``), built into the objects and validated once, here (:func:`~sqlheads.keywords.spread`).
 """
 
 from __future__ import annotations
 
 from sqlheads import settings
+from sqlheads.engine.progress import Progress
+from sqlheads.keywords import spread
 from sqlheads.verbs.deploy import deploy, roll_back
-from sqlheads.verbs.distill import distill
+from sqlheads.verbs.distill import distill as distill_verb
 from sqlheads.verbs.drop import drop_head, drop_set
 from sqlheads.verbs.embed import embed
 from sqlheads.verbs.encoders import encoders, register_encoder
@@ -18,8 +23,10 @@ from sqlheads.verbs.init import init
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
 from sqlheads.verbs.models import models
 from sqlheads.verbs.predict import predict
-from sqlheads.verbs.progress import Progress, Stage
-from sqlheads.verbs.train import train
+from sqlheads.verbs.train import train as train_verb
+
+train = spread(train_verb)
+distill = spread(distill_verb)
 
 DEFAULT_ENCODER = settings.DEFAULT_ENCODER  # decided once, in settings (SETTINGS)
 DEFAULT_URL = "sqlite:///sqlheads.db"
@@ -29,7 +36,6 @@ __all__ = [
     "DEFAULT_URL",
     "LOCK_TIMEOUT_MS",
     "Progress",
-    "Stage",
     "deploy",
     "distill",
     "drop_head",

@@ -3,7 +3,8 @@
 The released T-SQL imports :func:`sql_server_call` from here (``sql/0002`` to ``sql/0006`` are
 frozen), so this module stays where it is and stays small: the registry of the verbs an
 external script may run (each in its own module of :mod:`sqlheads.compute`) and the door that
-turns T-SQL's flat scalars into a call and any failure into a numbered error.
+turns T-SQL's flat scalars into a call with the verb's parameter objects
+(:func:`sqlheads.keywords.spread`) and any failure into a numbered error.
 """
 
 from __future__ import annotations
@@ -21,16 +22,27 @@ from sqlheads.compute.columns import (
     SOFT_LABELS_OUTPUT,
     TRAIN_OUTPUT,
 )
-from sqlheads.compute.deploy import decide
-from sqlheads.compute.distill import distill
-from sqlheads.compute.embed import embed
-from sqlheads.compute.predict import predict
-from sqlheads.compute.soft_labels import soft_labels
-from sqlheads.compute.teach import teach
-from sqlheads.compute.train import train
+from sqlheads.compute.deploy import decide as decide_half
+from sqlheads.compute.distill import distill as distill_half
+from sqlheads.compute.embed import embed as embed_half
+from sqlheads.compute.predict import predict as predict_half
+from sqlheads.compute.soft_labels import soft_labels as soft_labels_half
+from sqlheads.compute.teach import teach as teach_half
+from sqlheads.compute.train import train as train_half
 from sqlheads.engine import kinds
 from sqlheads.errors import InternalError, InvalidParameterError, SqlheadsError
+from sqlheads.keywords import spread
 from sqlheads.sqlserver import RESULT_TYPES, server_cache_dir, sql_server_parameters, typed_frame
+
+# Each compute half behind its door: T-SQL's flat scalars become its parameter objects
+# (HeadParams, DistillParams, StudentParams), built and validated once, here.
+embed = spread(embed_half)
+train = spread(train_half)
+predict = spread(predict_half)
+decide = spread(decide_half)
+distill = spread(distill_half)
+soft_labels = spread(soft_labels_half)
+teach = spread(teach_half)
 
 SQL_SERVER_VERBS: dict[str, tuple[Callable[..., pd.DataFrame], tuple[str, ...]]] = {
     "embed": (embed, EMBED_OUTPUT),

@@ -105,7 +105,6 @@ def embed(
                 batch_rows=batch_rows,
                 batch_size=batch_size,
                 progress=progress,
-                stage=progress.stage if progress else None,
             )
 
     run(action, "embed")
@@ -132,7 +131,6 @@ def demo() -> None:
             return run_demo(
                 url,
                 progress=progress,
-                stage=progress.stage if progress else None,
                 train_progress=progress.task("training rt_sentiment", "epochs")
                 if progress
                 else None,

@@ -14,7 +14,7 @@ from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, student_kind
+from sqlheads.engine.kinds import DEFAULT_STUDENT, StudentParams
 from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
 from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.host import LOCK_TIMEOUT_MS
@@ -62,6 +62,16 @@ def train(
     ] = None,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
+    head_params = HeadParams(
+        recipe=recipe,
+        hidden=hidden,
+        epochs=epochs,
+        lr=lr,
+        weight_decay=weight_decay,
+        batch_size=batch_size,
+        dropout=dropout,
+        seed=seed,
+    )
 
     def action() -> dict[str, Any]:
         with showing_progress(f"training {head}", unit="epochs") as progress:
@@ -75,15 +85,8 @@ def train(
                 lock_timeout_ms=lock_timeout_ms,
                 progress=progress,
                 source=source,
-                recipe=recipe,
-                hidden=hidden,
-                epochs=epochs,
-                lr=lr,
-                weight_decay=weight_decay,
-                batch_size=batch_size,
-                dropout=dropout,
+                params=head_params,
                 test_fraction=test_fraction,
-                seed=seed,
             )
 
     run(action, "train")
@@ -114,6 +117,17 @@ ArchOption = Annotated[
     str | None,
     typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
 ]
+StudentModelOption = Annotated[
+    str | None,
+    typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+]
+MaxLengthOption = Annotated[
+    int | None, typer.Option(help="Encoder student: tokens per text (128).")
+]
+MaxStepsOption = Annotated[
+    int | None, typer.Option(help="Encoder student: stop after this many steps.")
+]
+DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
 
 
 @app.command()
@@ -167,24 +181,31 @@ def distill(
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
-    student_model: Annotated[
-        str | None,
-        typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
-    ] = None,
-    max_length: Annotated[
-        int | None, typer.Option(help="Encoder student: tokens per text (128).")
-    ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option(help="Encoder student: stop after this many steps.")
-    ] = None,
-    device: Annotated[
-        str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")
-    ] = "auto",
+    student_model: StudentModelOption = None,
+    max_length: MaxLengthOption = None,
+    max_steps: MaxStepsOption = None,
+    device: DeviceOption = "auto",
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
+    student_params = StudentParams(
+        student=student,
+        arch=arch,
+        student_model=student_model,
+        max_length=max_length,
+        max_steps=max_steps,
+        device=device,
+    )
+    distill_params = DistillParams(
+        temperature=temperature,
+        gold_weight=gold_weight,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+    )
 
     def action() -> dict[str, Any]:
-        unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
+        unit = student_params.kind.progress_unit  # an unknown student: its 50022 here
         with showing_progress(f"distilling {head}", unit=unit) as progress:
             return host.distill(
                 open_store(),
@@ -193,26 +214,16 @@ def distill(
                 head=head,
                 set_name=set_name,
                 labels=labels,
-                student=student,
+                student_params=student_params,
+                params=distill_params,
                 soft_labels=soft_labels,
                 teacher=teacher,
                 teacher_head=teacher_head,
                 transfer_rows=transfer_rows,
-                arch=arch,
                 source=source,
                 transfer=transfer,
-                deploy=deploy,
-                temperature=temperature,
-                gold_weight=gold_weight,
-                epochs=epochs,
-                lr=lr,
-                batch_size=batch_size,
                 test_fraction=test_fraction,
-                seed=seed,
-                student_model=student_model,
-                max_length=max_length,
-                max_steps=max_steps,
-                device=device,
+                deploy=deploy,
             )
 
     run(action, "distill")

@@ -22,7 +22,9 @@ from sqlheads.cli.app import console, options
 
 
 class ProgressLines:
-    """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers."""
+    """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers: a
+    :class:`~sqlheads.engine.progress.Progress` (running totals; a new stage is a line of its
+    own, and its work is counted from there)."""
 
     PACE_S = 10.0  # a line at least this far apart, plus the first and the last
 
@@ -31,12 +33,20 @@ class ProgressLines:
         self.done = 0
         self.started = time.monotonic()
         self.printed: float | None = None
+        self.stage: str | None = None  # the last stage announced
 
-    def __call__(self, done: int, total: int | None) -> None:
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
         now = time.monotonic()
+        if stage is not None and stage != self.stage:
+            self.label = self.stage = stage
+            self.done, self.printed = 0, None
+            print(f"{stage} ...", file=sys.stderr, flush=True)
+            if done == 0:
+                self.started = now  # the stage's work starts now
+                return
         if done == 0 and self.done == 0:  # "starting now": the rate counts from here
             self.started = now
-        self.done += done
+        self.done = done
         finished = total is not None and self.done >= total
         if self.printed is not None and now - self.printed < self.PACE_S and not finished:
             return
@@ -51,27 +61,22 @@ class ProgressLines:
             line += f" {self.unit}"
         print(f"{line}, {rate:,.1f} {self.unit}/s", file=sys.stderr, flush=True)
 
-    def stage(self, label: str) -> None:
-        self.label = label
-        print(f"{label} ...", file=sys.stderr, flush=True)
-
     def task(self, label: str, unit: str) -> ProgressLines:
         """Another step of the same command, counted on its own."""
         return ProgressLines(label, unit)
 
 
 class ProgressBar:
-    """A Rich progress bar on a terminal; Python warnings print above it, not into it."""
+    """A Rich progress bar on a terminal, a :class:`~sqlheads.engine.progress.Progress`;
+    Python warnings print above it, not into it."""
 
     def __init__(self, bar: Progress, label: str, unit: str) -> None:
         self.bar = bar
         self.task_id = bar.add_task(label, total=None, unit=unit)
 
-    def __call__(self, done: int, total: int | None) -> None:
-        self.bar.update(self.task_id, advance=done, total=total)
-
-    def stage(self, label: str) -> None:
-        self.bar.update(self.task_id, description=label)
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
+        described = {} if stage is None else {"description": stage}
+        self.bar.update(self.task_id, completed=done, total=total, **described)
 
     def task(self, label: str, unit: str) -> ProgressBar:
         """Another step of the same command: a second bar under the first."""

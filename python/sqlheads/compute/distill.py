@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +29,7 @@ from sqlheads.compute.versions import baseline_metrics, version_row
 from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import (
     ClassMismatchError,
     HeldOutLeakError,
@@ -49,82 +48,55 @@ EXPORT_CHECKS = ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "
 def distill(
     input_data: pd.DataFrame,
     *,
+    student_params: kinds.StudentParams,
+    params: DistillParams,
     teacher_classes_json: str,
-    student: str = kinds.DEFAULT_STUDENT,
     dim: int | None = None,
     tokenizer_json: str | None = None,
     encoder_onnx: bytes | None = None,
-    temperature: float = DistillParams.temperature,
-    gold_weight: float = DistillParams.gold_weight,
-    epochs: int | None = None,
-    lr: float | None = None,
-    batch_size: int = DistillParams.batch_size,
     test_fraction: float = TEST_FRACTION,
-    seed: int = 0,
     deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
-    arch: str | None = None,
-    student_model: str | None = None,
-    max_length: int | None = None,
-    max_steps: int | None = None,
-    device: str = "auto",
-    work_dir: str | None = None,
     no_text: str = baseline.NO_TEXT,
-    on_progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """Distil a teacher's soft labels into a student of kind ``student``; one output row.
+    """Distil a teacher's soft labels into the student ``student_params`` names; one row.
 
     Input, one row per key: ``item_key``; ``label`` (gold, NULL for rows only the teacher
     labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
     where it has none); the student's input (``text`` for a word student, ``vector`` for a head
-    student); optionally ``in_transfer`` (1 for the rows the caller wants distilled on). The
-    held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
-    distilled on, and one named in ``in_transfer`` is refused. A word student is an ``arch``
-    (default ``students.DEFAULT_ARCH``); an encoder student fine-tunes ``student_model``
-    (MiniLM) on ``device``, ``max_length`` tokens a text, ``max_steps`` steps at most.
-    ``on_progress(done, total)`` hears of the run in the kind's ``progress_unit``: epochs (word
-    and head students), optimiser steps (encoder) or L-BFGS iterations (tfidf).
+    student of ``dim`` floats); optionally ``in_transfer`` (1 for the rows the caller wants
+    distilled on). The held-out split is the one ``train`` makes from the same labels and seed;
+    no held-out row is distilled on, and one named in ``in_transfer`` is refused. A word
+    student starts from the set encoder's ``tokenizer_json`` and ``encoder_onnx``. ``progress``
+    hears of the run in the kind's ``progress_unit``: epochs (word and head students), optimiser
+    steps (encoder) or L-BFGS iterations (tfidf).
     """
     started = time.perf_counter()
-    kind = kinds.student_kind(student)
+    student_params = student_params.validate()
+    kind = student_params.kind
     deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
-    distill_params = kind.distill_params(
-        DistillParams(
-            temperature=temperature,
-            gold_weight=gold_weight,
-            epochs=epochs,
-            lr=lr,
-            batch_size=batch_size,
-            seed=seed,
-        )
-    ).validate()
+    distill_params = kind.distill_params(params).validate()
     require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     teacher_classes = json.loads(teacher_classes_json)
     rows = split_rows(input_data, kind, teacher_classes, test_fraction, distill_params)
     train_inputs, test_inputs = _student_inputs(input_data, kind, rows, dim)
-    options = kinds.StudentOptions(
+    fit = kinds.StudentFit(
+        params=student_params,
         distill=distill_params,
-        batch_size=batch_size,
-        seed=seed,
         tokenizer_json=tokenizer_json,
         encoder_onnx=encoder_onnx,
-        arch=arch,
-        student_model=student_model,
-        max_length=max_length,
-        max_steps=max_steps,
-        device=device,
-        work_dir=None if work_dir is None else Path(work_dir),
-        on_progress=on_progress,
+        progress=progress,
     )
     model = kind.distil(
-        train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], options
+        train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], fit
     )
     metrics = _metrics(model, kind, (train_inputs, test_inputs), rows, input_data, no_text)
     row = version_row(
         kind=kind.name,
         classes=rows.classes,
         params={
-            "student": student,
+            "student": student_params.student,
             **_student_params(kind, model),
             **asdict(distill_params),
             "test_fraction": test_fraction,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 
 import numpy as np
@@ -21,6 +20,7 @@ from sqlheads.compute.versions import baseline_metrics, version_row
 from sqlheads.engine import baseline, drift, kinds
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
 from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
 from sqlheads.store.keys import required_keys
@@ -30,46 +30,30 @@ from sqlheads.store.vectors import unpack_rows
 def train(
     input_data: pd.DataFrame,
     *,
+    params: HeadParams,
     dim: int,
-    recipe: str = HeadParams.recipe,
-    hidden: int | None = None,
-    epochs: int = HeadParams.epochs,
-    lr: float = HeadParams.lr,
-    weight_decay: float = HeadParams.weight_decay,
-    batch_size: int | None = HeadParams.batch_size,
-    dropout: float = HeadParams.dropout,
     test_fraction: float = TEST_FRACTION,
-    seed: int = 0,
     deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
-    on_epoch: Callable[[int], None] | None = None,
     no_text: str = baseline.NO_TEXT,
+    progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """Train a head on stored vectors; one output row describing the new version.
+    """Train a head of ``params`` on stored vectors; one output row describing the new version.
 
     Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
-    refused with the count). The held-out split is stratified and fixed by ``seed``; metrics
-    are computed on it, then the deploy policy is applied against ``deployed_macro_f1``.
-    ``on_epoch`` is called after each epoch with the number of epochs. With a ``text`` column
-    the TF-IDF baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without
-    one it is skipped, saying ``no_text``.
+    refused with the count). The held-out split is stratified and fixed by ``params.seed``;
+    metrics are computed on it, then the deploy policy is applied against
+    ``deployed_macro_f1``. ``progress`` hears of each epoch. With a ``text`` column the TF-IDF
+    baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without one it is
+    skipped, saying ``no_text``.
     """
     started = time.perf_counter()
     require_columns(input_data, TRAIN_INPUT, "labels")
     deploy = choice("deploy", deploy)  # before the work, not after it
-    params = HeadParams(
-        recipe=recipe,
-        hidden=hidden,
-        epochs=epochs,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        dropout=dropout,
-        seed=seed,
-    ).validate()
+    params = params.validate()
     keys, X, y = _labelled_vectors(input_data, dim)
-    train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=seed)
-    head = HeadClassifier(params).fit(X[train_rows], y[train_rows], on_epoch=on_epoch)
+    train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=params.seed)
+    head = HeadClassifier(params).fit(X[train_rows], y[train_rows], progress=progress)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
     metrics["baseline"] = baseline_metrics(
         input_data, y, train_rows, test_rows, head.classes_, no_text

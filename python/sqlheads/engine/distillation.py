@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import check_ranges
 
 
@@ -72,13 +73,13 @@ def fit_student(
     epochs: int,
     lr: float,
     lengths: np.ndarray | None = None,
-    on_epoch: Callable[[int, float], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[float]:
     """Fit ``net`` in place; returns the mean loss of each epoch.
 
     ``teacher_logits`` is (rows, classes) with NaN rows where a row has no soft label; ``gold``
     holds class indices, -1 where a row has no gold label. Adam with amsgrad and a linear decay
-    to zero, as for heads.
+    to zero, as for heads. ``progress`` hears of each epoch: ``(epochs done, epochs)``.
     """
     import torch
 
@@ -118,7 +119,7 @@ def fit_student(
             schedule.step()
             epoch_loss += loss.item() * len(batch)
         curve.append(epoch_loss / n_rows)
-        if on_epoch is not None:
-            on_epoch(epoch + 1, curve[-1])
+        if progress is not None:
+            progress(epoch + 1, epochs, None)
     net.eval()
     return curve

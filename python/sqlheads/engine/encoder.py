@@ -14,17 +14,51 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, InvalidParameterError
 
 DEFAULT_MAX_LENGTH = 256
 DEFAULT_BATCH_TOKENS = 4096
+# OnnxEncoder's batches on a CPU: at most this many padded tokens (two full windows), so a
+# batch's activations stay in the core's cache. Measured with the int8 graph against 4,096 (the
+# budget the PyTorch path keeps for GPUs), interleaved, 2-core Intel Xeon (VNNI) at load 7-10:
+# IMDB at 256 tokens 1.40x faster at 1 thread and 1.64x at 2; Rotten Tomatoes the same at 1.
+CPU_BATCH_TOKENS = 512
+# onnxruntime's graph optimisations that an encoder session leaves out: SkipLayerNormFusion
+# would fold each residual Add + LayerNormalization back into the CPU SkipLayerNormalization
+# kernel that the export avoids (see :func:`sqlheads.engine.export.fuse`).
+UNFUSED = ("SkipLayerNormFusion",)
 LONG_TEXT_MODES = ("window", "truncate")
 # How much of a window the next one repeats, so a sentence cut by one window is whole in the
 # next. A quarter: the study in `python -m bench windows` (docs/benchmarks.md) weighs it.
 WINDOW_OVERLAP = 0.25
+
+
+# CPU flags of the int8 dot-product instructions onnxruntime's kernels use when present: with
+# them, four u8 x s8 products add straight into int32; without (AVX2, AVX-512F) pairs are summed
+# in int16 first, which is why int8 weights are 7-bit (see export.quantize_int8).
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def int8_kernels(cpuinfo: str | None = None) -> str:
+    """``"VNNI (<flags>)"`` or ``"no VNNI"``: which int8 kernels this CPU runs, from
+    ``/proc/cpuinfo`` (``"unknown"`` where there is none to read)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return "unknown"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    found = [flag for flag in VNNI_FLAGS if flag in flags]
+    return f"VNNI ({', '.join(found)})" if found else "no VNNI"
 
 
 def cache_dir() -> Path:
@@ -166,6 +200,45 @@ class Encoded:
     windows: np.ndarray
 
 
+class SessionTuning(NamedTuple):
+    """How an encoder's onnxruntime session runs; the defaults are sqlheads' measured choice.
+
+    ``spin``: onnxruntime's default lets idle pool threads spin-wait for the next operator,
+    which wins a little on cores of one's own and loses badly where other work shares them (a
+    database server; the 2-core build machine under load: ``python -m bench encode``).
+    ``disabled_optimizers``: onnxruntime graph optimisations left out (:data:`UNFUSED`).
+    ``profile_prefix``: write onnxruntime's per-operator profile under this prefix.
+    """
+
+    spin: bool = False
+    disabled_optimizers: tuple[str, ...] = UNFUSED
+    profile_prefix: str | None = None
+
+
+DEFAULT_TUNING = SessionTuning()
+
+
+def encoder_session(
+    model: str | Path | bytes, threads: int | None = None, tuning: SessionTuning = DEFAULT_TUNING
+):
+    """An onnxruntime CPU session over an exported encoder (a path, or the bytes themselves)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or os.cpu_count() or 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", str(int(tuning.spin)))
+    if tuning.profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = tuning.profile_prefix
+    return ort.InferenceSession(
+        model if isinstance(model, bytes) else str(model),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=list(tuning.disabled_optimizers),
+    )
+
+
 class OnnxEncoder:
     """Embeds texts with an exported encoder: length-sorted batches, pooled windows."""
 
@@ -178,15 +251,10 @@ class OnnxEncoder:
         max_length: int,
         threads: int | None = None,
         overlap: float = WINDOW_OVERLAP,
+        tuning: SessionTuning = DEFAULT_TUNING,
     ) -> None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # bytes: a model kept in memory where the cache folder is not writable
-        model = onnx_path if isinstance(onnx_path, bytes) else str(onnx_path)
-        self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.session = encoder_session(onnx_path, threads, tuning)
         self._tokenizer = Tokenizer(tokenizer_json, max_length, overlap)
         self.dim = dim
         self.max_length = max_length
@@ -197,8 +265,8 @@ class OnnxEncoder:
         *,
         long_text: str = "window",
         batch_size: int = 32,
-        batch_tokens: int | None = DEFAULT_BATCH_TOKENS,
-        on_batch: Callable[[int], None] | None = None,
+        batch_tokens: int | None = CPU_BATCH_TOKENS,
+        progress: Progress | None = None,
     ) -> Encoded:
         """L2-normalised vectors, one row per text.
 
@@ -206,12 +274,12 @@ class OnnxEncoder:
         windows and averages their vectors weighted by tokens; ``"truncate"`` keeps the first
         window. Windows of all texts are sorted by length and batched together; a batch holds
         at most ``batch_size`` windows and, unless ``batch_tokens`` is None, at most that many
-        padded tokens, so long windows go in smaller batches. ``on_batch`` is called with the
-        number of windows done after each batch.
+        padded tokens, so long windows go in smaller batches. ``progress`` hears of the windows
+        embedded after each batch: ``(windows done, windows)``.
         """
 
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-            return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            return self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
         return encode_windows(
             self._tokenizer,
@@ -221,7 +289,7 @@ class OnnxEncoder:
             long_text=long_text,
             batch_size=batch_size,
             batch_tokens=batch_tokens,
-            on_batch=on_batch,
+            progress=progress,
         )
 
 
@@ -234,7 +302,7 @@ def encode_windows(
     long_text: str,
     batch_size: int,
     batch_tokens: int | None,
-    on_batch: Callable[[int], None] | None,
+    progress: Progress | None,
     windows: list[list[list[int]]] | None = None,
 ) -> Encoded:
     """Windows, length-sorted batches and token-weighted pooling around ``run``.
@@ -265,7 +333,7 @@ def encode_windows(
     order = np.argsort(lengths, kind="stable")
     # Outputs are read back after the last batch, not after each: a GPU's results (see
     # torch_encoder) then copy to the host once, and the device never waits for the host.
-    pending = []
+    pending, done = [], 0
     for chunk in length_batches(order, lengths, batch_size, batch_tokens):
         ids, mask = tokenizer.pad([flat[i] for i in chunk])
         out = run(ids, mask)
@@ -275,8 +343,9 @@ def encode_windows(
                 f"with {dim}: register it again"
             )
         pending.append((chunk, out))
-        if on_batch is not None:
-            on_batch(len(chunk))
+        done += len(chunk)
+        if progress is not None:
+            progress(done, len(flat), None)
     for chunk, out in pending:
         window_vectors[chunk] = np.asarray(out)
     weights = lengths.astype(np.float32)

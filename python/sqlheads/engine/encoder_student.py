@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.progress import Progress
 from sqlheads.engine.students import FittedTextStudent
 from sqlheads.engine.text_classifier import (
     OnnxTextClassifier,
@@ -112,7 +113,7 @@ class EncoderStudent(FittedTextStudent):
         *,
         distill: DistillParams | None = None,
         work_dir: Path | None = None,
-        on_step=None,
+        progress: Progress | None = None,
     ) -> EncoderStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
         -1 where unlabelled), as :meth:`WordStudent.fit` does."""
@@ -162,7 +163,7 @@ class EncoderStudent(FittedTextStudent):
                 "distill": asdict(distill),
             },
         )
-        result = tuner.fit(net, ids, loss, on_step=on_step)
+        result = tuner.fit(net, ids, loss, progress=progress)
         self.loss_curve_, self.steps_ = result.loss_curve, result.steps
         self.n_parameters_ = int(sum(t.numel() for t in net.parameters()))
         contract = {

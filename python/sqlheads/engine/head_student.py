@@ -8,7 +8,7 @@ cannot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from sqlheads.engine.heads import (
     head_network,
     network_weights,
 )
+from sqlheads.engine.progress import Progress
 
 
 def distil_head(
@@ -30,10 +31,10 @@ def distil_head(
     *,
     head: HeadParams | None = None,
     distill: DistillParams | None = None,
-    on_epoch: Callable[[int, float], None] | None = None,
+    progress: Progress | None = None,
 ) -> HeadClassifier:
     """A fitted head whose targets are the teacher's softened logits (and, optionally, gold);
-    ``on_epoch(epoch, mean_loss)`` hears of each epoch."""
+    ``progress`` hears of each epoch."""
     import torch
 
     head = (head or HeadParams()).validate()
@@ -54,7 +55,7 @@ def distil_head(
             distill,
             epochs=distill.epochs or head.epochs,
             lr=distill.lr or head.lr,
-            on_epoch=on_epoch,
+            progress=progress,
         )
     finally:
         torch.set_num_threads(threads)

@@ -21,6 +21,7 @@ import numpy as np
 from sqlheads.engine import students
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, UnknownKindError
 
 READS = ("vector", "text")
@@ -39,33 +40,18 @@ class Scorer(Protocol):
 
 
 @dataclass(frozen=True)
-class StudentOptions:
-    """What distilling a student is told besides its rows; each kind reads what it needs."""
+class StudentFit:
+    """What fitting a student is handed besides its rows; each kind reads what it needs."""
 
-    distill: DistillParams
-    batch_size: int
-    seed: int = 0
+    params: StudentParams
+    distill: DistillParams  # with the kind's epochs and learning rate where the caller gave none
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
-    arch: str | None = None  # word student: its architecture (students.ARCHITECTURE_SIZES)
-    student_model: str | None = None  # encoder student: catalogue model or HF directory
-    max_length: int | None = None
-    max_steps: int | None = None
-    device: str = "auto"
-    work_dir: Path | None = None
-    # (done, total) in the kind's ``progress_unit``: epochs, optimiser steps or iterations
-    on_progress: Callable[[int, int], None] | None = None
-
-    def epoch_hook(self) -> Callable[[int, float], None] | None:
-        """``on_progress`` as the epoch loops call it: ``(epoch, mean loss)``."""
-        if self.on_progress is None:
-            return None
-        report, epochs = self.on_progress, self.distill.epochs
-        return lambda epoch, _loss: report(epoch, epochs)
+    progress: Progress | None = None  # in the kind's progress_unit
 
 
-# (inputs, classes, teacher logits, gold class indices, options) -> the fitted student
-Distil = Callable[[Any, list[str], np.ndarray, np.ndarray, StudentOptions], "Scorer"]
+# (inputs, classes, teacher logits, gold class indices, how) -> the fitted student
+Distil = Callable[[Any, list[str], np.ndarray, np.ndarray, StudentFit], "Scorer"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +102,7 @@ def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
 
 
 def _distil_head(
-    inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+    inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
     from sqlheads.engine.head_student import distil_head
 
@@ -125,18 +111,18 @@ def _distil_head(
         classes,
         logits,
         gold,
-        head=HeadParams(seed=o.seed),
+        head=HeadParams(seed=o.distill.seed),
         distill=o.distill,
-        on_epoch=o.epoch_hook(),
+        progress=o.progress,
     )
 
 
 def _distil_word_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
     if o.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return students.WordStudent(students.word_student_params(o.arch)).fit(
+    return students.WordStudent(students.word_student_params(o.params.arch)).fit(
         texts,
         classes,
         logits,
@@ -144,19 +130,20 @@ def _distil_word_student(
         tokenizer_json=o.tokenizer_json,
         encoder_onnx=o.encoder_onnx,
         distill=o.distill,
-        on_epoch=o.epoch_hook(),
+        progress=o.progress,
     )
 
 
 def _distil_encoder_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
     from sqlheads.engine.encoder_student import EncoderStudent, EncoderStudentParams
 
-    chosen = {"model": o.student_model, "max_length": o.max_length, "max_steps": o.max_steps}
+    p = o.params
+    chosen = {"model": p.student_model, "max_length": p.max_length, "max_steps": p.max_steps}
     student_params = EncoderStudentParams(
-        batch_size=o.batch_size,
-        device=o.device,
+        batch_size=o.distill.batch_size,
+        device=p.device,
         **{name: value for name, value in chosen.items() if value is not None},
     )
     return EncoderStudent(student_params).fit(
@@ -165,19 +152,17 @@ def _distil_encoder_student(
         logits,
         gold,
         distill=o.distill,
-        work_dir=o.work_dir,
-        on_step=o.on_progress,
+        work_dir=None if p.work_dir is None else Path(p.work_dir),
+        progress=o.progress,
     )
 
 
 def _distil_tfidf_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentOptions
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
     from sqlheads.engine.tfidf_student import TfidfStudent
 
-    return TfidfStudent().fit(
-        texts, classes, logits, gold, distill=o.distill, on_iteration=o.on_progress
-    )
+    return TfidfStudent().fit(texts, classes, logits, gold, distill=o.distill, progress=o.progress)
 
 
 KINDS: dict[str, ModelKind] = {
@@ -260,6 +245,46 @@ STUDENTS: dict[str, str] = dict(
 
 # Students only the sidecar (or the CLI on a GPU machine) may fit.
 SIDECAR_STUDENTS = frozenset(s for s, name in STUDENTS.items() if KINDS[name].runs_on == "sidecar")
+
+
+@dataclass(frozen=True)
+class StudentParams:
+    """Which student ``distill`` fits, and the choices only some kinds read: built once where a
+    call comes in (the command line, ``sql_server_call``, the host's keywords) and refused
+    there, before a teacher scores a row, when it names what the student cannot use."""
+
+    student: str = DEFAULT_STUDENT  # its name for ``distill --student`` (STUDENTS)
+    arch: str | None = None  # word student: its architecture (students.ARCHITECTURE_SIZES)
+    student_model: str | None = None  # encoder student: catalogue model or HF directory
+    max_length: int | None = None  # encoder student: tokens per text
+    max_steps: int | None = None  # encoder student: optimiser steps at most
+    device: str = "auto"  # encoder student: auto, cpu, cuda or cuda:N
+    work_dir: str | None = None  # encoder student: its checkpoints (a sidecar job's folder)
+
+    @property
+    def kind(self) -> ModelKind:
+        return student_kind(self.student)
+
+    def validate(self) -> StudentParams:
+        kind = self.kind  # an unknown student: 50022
+        if self.arch is not None:
+            if kind.name != "word_student":
+                raise InvalidParameterError(
+                    f"arch={self.arch!r} chooses a word student's architecture, and student "
+                    f"{self.student!r} has none: drop arch, or pass student='word'"
+                )
+            students.word_student_params(self.arch)  # an unknown architecture: refused now
+        encoder_only = [
+            name
+            for name in ("student_model", "max_length", "max_steps")
+            if getattr(self, name) is not None
+        ]
+        if encoder_only and kind.name != "encoder_student":
+            raise InvalidParameterError(
+                f"{', '.join(encoder_only)} tune the encoder student, not student "
+                f"{self.student!r}: drop them, or pass student='encoder'"
+            )
+        return self
 
 
 def model_kind(name: str) -> ModelKind:

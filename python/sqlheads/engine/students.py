@@ -9,13 +9,14 @@ to score text with onnxruntime anywhere. Training needs PyTorch and is imported 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from sqlheads.engine.distillation import DistillParams, fit_student
 from sqlheads.engine.encoder import pad_ids
+from sqlheads.engine.progress import Progress
 from sqlheads.engine.word_networks import ARCHITECTURES, build_network, compact_vocabulary
 from sqlheads.errors import (
     DimensionMismatchError,
@@ -213,11 +214,11 @@ class WordStudent(FittedTextStudent):
         tokenizer_json: str,
         encoder_onnx: bytes | None = None,
         distill: DistillParams | None = None,
-        on_epoch: Callable[[int, float], None] | None = None,
+        progress: Progress | None = None,
     ) -> WordStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
         -1 where unlabelled). ``encoder_onnx`` supplies the token embeddings to start from;
-        ``on_epoch(epoch, mean_loss)`` hears of each epoch."""
+        ``progress`` hears of each epoch."""
         import torch
 
         p = self.params
@@ -258,7 +259,7 @@ class WordStudent(FittedTextStudent):
             epochs=distill.epochs or DEFAULT_EPOCHS,
             lr=distill.lr or DEFAULT_LR,
             lengths=np.array([len(s) for s in ids]),
-            on_epoch=on_epoch,
+            progress=progress,
         )
         self.classes_ = [str(c) for c in classes]
         self.n_parameters_ = int(sum(t.numel() for t in net.parameters()))

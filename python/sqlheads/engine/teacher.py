@@ -19,6 +19,7 @@ import numpy as np
 
 from sqlheads.engine.encoder import Tokenizer
 from sqlheads.engine.export import max_positions
+from sqlheads.engine.progress import Progress
 from sqlheads.engine.text_classifier import (
     OnnxTextClassifier,
     check_family,
@@ -28,7 +29,7 @@ from sqlheads.engine.text_classifier import (
     tokenizer_json,
     torch_logits,
 )
-from sqlheads.engine.trainer import StepHook, Tuner, TuneResult, TunerParams, data_fingerprint
+from sqlheads.engine.trainer import Tuner, TuneResult, TunerParams, data_fingerprint
 from sqlheads.errors import InvalidParameterError, SingleClassError
 
 KIND = "teacher"
@@ -77,7 +78,7 @@ class TeacherClassifier:
         self.model_ = None
 
     def fit(
-        self, texts: Sequence[str], labels: Sequence[str], *, on_step: StepHook | None = None
+        self, texts: Sequence[str], labels: Sequence[str], *, progress: Progress | None = None
     ) -> TeacherClassifier:
         import torch
         import torch.nn.functional as F
@@ -103,7 +104,7 @@ class TeacherClassifier:
             self.model_,
             ids,
             lambda logits, rows: F.cross_entropy(logits, target_t[rows.to(self.device)]),
-            on_step=on_step,
+            progress=progress,
         )
         return self
 

@@ -9,11 +9,13 @@ No SQL here: the caller loads the model and its encoder.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from sqlheads.engine.progress import Progress
 
 SCORE_CHUNK = 256  # texts scored between two progress reports
 SMALLEST_PROBABILITY = 1e-7  # log(0) would be -inf: a certain teacher is clipped here
@@ -36,11 +38,11 @@ class Teacher:
     def probabilities(
         self,
         texts: Sequence[str],
-        on_rows: Callable[[int], None] | None = None,
+        progress: Progress | None = None,
         chunk: int = SCORE_CHUNK,
     ) -> np.ndarray:
-        """(texts, classes) probabilities, scored ``chunk`` texts at a time; ``on_rows(n)``
-        hears of each chunk done."""
+        """(texts, classes) probabilities, scored ``chunk`` texts at a time; ``progress``
+        hears of each chunk done: ``(texts scored, texts)``."""
         out = np.zeros((len(texts), len(self.classes)), dtype=np.float32)
         for start in range(0, len(texts), chunk):
             part = list(texts[start : start + chunk])
@@ -51,8 +53,8 @@ class Teacher:
                 if self.reads == "vector"
                 else self.model.predict_proba(part)
             )
-            if on_rows is not None:
-                on_rows(len(part))
+            if progress is not None:
+                progress(start + len(part), len(texts), None)
         return out
 
     def probabilities_of_vectors(self, vectors: np.ndarray) -> np.ndarray:

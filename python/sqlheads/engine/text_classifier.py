@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sqlheads.engine.encoder import Tokenizer
+from sqlheads.engine.encoder import Tokenizer, encoder_session
 from sqlheads.errors import (
     DimensionMismatchError,
     ExportParityError,
@@ -220,13 +220,8 @@ class OnnxTextClassifier:
     metadata: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(
-            self.onnx_, options, providers=["CPUExecutionProvider"]
-        )
+        # The encoders' session: fused by export.fuse, run without re-fusing LayerNormalization.
+        self._session = encoder_session(self.onnx_)
         self.metadata = dict(self._session.get_modelmeta().custom_metadata_map)
         self.kind = self.metadata.get("kind", "")
         self.classes_ = json.loads(self.metadata.get("classes", "[]"))

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from sqlheads.engine.baseline import MAX_FEATURES, MIN_DF, NGRAMS, tfidf_features
 from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, check_ranges
 
 KIND = "tfidf_student"
@@ -61,11 +62,11 @@ class TfidfStudent:
         gold: np.ndarray,
         *,
         distill: DistillParams | None = None,
-        on_iteration: Callable[[int, int], None] | None = None,
+        progress: Progress | None = None,
     ) -> TfidfStudent:
         """``teacher_logits``: (rows, classes), NaN rows without soft labels; ``gold``: class
         indices, -1 where a row has none. The loss is ``distillation_loss``'s, in NumPy.
-        ``on_iteration(done, at_most)`` hears of each L-BFGS iteration; once it has converged,
+        ``progress(done, at_most, None)`` hears of each L-BFGS iteration; once it has converged,
         ``(done, done)``: the run is complete, in fewer iterations than allowed."""
         from scipy.optimize import minimize
 
@@ -80,18 +81,18 @@ class TfidfStudent:
         def iterated(_result) -> None:
             nonlocal iterations
             iterations += 1
-            on_iteration(iterations, at_most)
+            progress(iterations, at_most, None)
 
         found = minimize(
             loss,
             np.zeros(loss.size),
             jac=True,
             method="L-BFGS-B",
-            callback=None if on_iteration is None else iterated,
+            callback=None if progress is None else iterated,
             options={"maxiter": at_most},
         )
-        if on_iteration is not None:
-            on_iteration(int(found.nit), int(found.nit))
+        if progress is not None:
+            progress(int(found.nit), int(found.nit), None)
         weights, bias = loss.unpack(found.x)
         self.vectorizer_ = vectorizer
         self.vocabulary_ = vectorizer.get_feature_names_out().astype(str)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from sqlheads.engine.encoder import (  # noqa: E402
     encode_windows,
     pad_to_width,
 )
+from sqlheads.engine.progress import Progress, after  # noqa: E402
 from sqlheads.errors import (  # noqa: E402
     DimensionMismatchError,
     EncoderSourceError,
@@ -206,7 +207,7 @@ class TorchEncoder:
         long_text: str = "window",
         batch_size: int = 32,
         batch_tokens: int | None = DEFAULT_BATCH_TOKENS,
-        on_batch: Callable[[int], None] | None = None,
+        progress: Progress | None = None,
     ) -> Encoded:
         """L2-normalised vectors, one row per text, exactly as :meth:`OnnxEncoder.encode`;
         in chunks of :attr:`pipeline_rows` texts, each tokenised while the one before runs."""
@@ -215,14 +216,13 @@ class TorchEncoder:
             "long_text": long_text,
             "batch_size": batch_size,
             "batch_tokens": batch_tokens,
-            "on_batch": on_batch,
         }
         rows = self.pipeline_rows or len(texts)
         if len(texts) <= rows:
-            return encode_windows(self._tokenizer, texts, self._run, **options)
+            return encode_windows(self._tokenizer, texts, self._run, progress=progress, **options)
         chunks = [texts[start : start + rows] for start in range(0, len(texts), rows)]
         truncate = long_text == "truncate"
-        parts = []
+        parts, before = [], 0  # windows embedded by the parts before: progress counts on
         with ThreadPoolExecutor(1, thread_name_prefix="tokenize") as pool:
             ahead = pool.submit(self._tokenizer.windows, chunks[0], truncate=truncate)
             for index, chunk in enumerate(chunks):
@@ -231,9 +231,15 @@ class TorchEncoder:
                     ahead = pool.submit(
                         self._tokenizer.windows, chunks[index + 1], truncate=truncate
                     )
+                count = sum(len(w) for w in windows)
+                whole = before + count if index + 1 == len(chunks) else None  # known at the last
+                part = after(progress, before, whole)
                 parts.append(
-                    encode_windows(self._tokenizer, chunk, self._run, windows=windows, **options)
+                    encode_windows(
+                        self._tokenizer, chunk, self._run, windows=windows, progress=part, **options
+                    )
                 )
+                before += count
         return Encoded(
             vectors=np.vstack([part.vectors for part in parts]),
             windows=np.concatenate([part.windows for part in parts]),

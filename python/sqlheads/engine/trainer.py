@@ -37,6 +37,7 @@ import torch
 from sqlheads.engine.devices import supports_bf16, to_device
 from sqlheads.engine.distillation import batch_order
 from sqlheads.engine.encoder import bucket_width, pad_ids, pad_to_width
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import CheckpointMismatchError, InvalidParameterError, check_ranges
 
 COMPILE_CHOICES = ("auto", "on", "off")
@@ -175,7 +176,6 @@ class Distributed:
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, row indices) -> loss
-StepHook = Callable[[int, int], None]  # (optimiser steps done, total steps planned)
 
 
 @dataclass
@@ -214,7 +214,7 @@ class Tuner:
         ids: Sequence[list[int]],
         loss: LossFn,
         *,
-        on_step: StepHook | None = None,
+        progress: Progress | None = None,
     ) -> TuneResult:
         """Train on ``ids`` (one token list per row); ``loss(logits, rows)`` scores a batch of
         row indices. A slice of rows (:attr:`TunerParams.validation_fraction`) is held back
@@ -265,8 +265,8 @@ class Tuner:
         eval_every = p.eval_steps or max(per_epoch[0], 1)
         writer = _CheckpointWriter()
         last_checkpoint = time.monotonic()
-        if on_step is not None:
-            on_step(state.step, total)
+        if progress is not None:
+            progress(state.step, total, None)
         stop = state.step >= total or state.stopped_early
         while not stop and state.epoch < p.epochs:
             batches = distributed.shard(_batches(train, lengths, p, state.epoch))
@@ -298,8 +298,8 @@ class Tuner:
                 if due:
                     self._checkpoint(model, optimizer, schedule, state, distributed, writer)
                     last_checkpoint = time.monotonic()
-                if on_step is not None:
-                    on_step(state.step, total)
+                if progress is not None:
+                    progress(state.step, total, None)
                 if state.step >= total or state.stopped_early:
                     stop = True
                     break

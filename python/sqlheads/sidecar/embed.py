@@ -21,15 +21,13 @@ wrote, since embedding skips the rows whose stored text hash is unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlheads import settings
+from sqlheads.engine.progress import Progress
 from sqlheads.store.repository import Store
 from sqlheads.verbs.embed import embed_rows
 from sqlheads.verbs.rows import RowSource
-
-if TYPE_CHECKING:
-    from sqlheads.sidecar.progress import JobProgress  # contract 2
 
 
 def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: str, device: Any):
@@ -58,7 +56,7 @@ def run_embed(
     job_id: int,
     set_name: str,
     device: Any,
-    progress: JobProgress,
+    progress: Progress,
     source: str,
     key_from: str | None = None,
     key_to: str | None = None,
@@ -70,13 +68,6 @@ def run_embed(
 ) -> dict[str, Any]:
     """Embed the captured rows of ``[key_from, key_to)`` into the set; the embed summary."""
     model = embed_model(store, encoder, set_name, engine, device)
-    scanned = 0
-
-    def on_rows(rows: int, total: int | None) -> None:
-        nonlocal scanned
-        scanned += rows
-        progress(scanned, total, None)
-
     progress(0, None, f"embedding {set_name} [{key_from or '…'}, {key_to or '…'})")
     summary = embed_rows(
         store,
@@ -86,8 +77,7 @@ def run_embed(
         long_text=long_text,
         batch_rows=batch_rows,
         batch_size=batch_size,
-        progress=on_rows,
-        stage=lambda label: progress(scanned, None, label),
+        progress=progress,
         model=model,
     )
     return summary | {

@@ -26,6 +26,8 @@ from sqlheads import settings
 from sqlheads.compute.columns import no_labelled_rows
 from sqlheads.compute.versions import version_row
 from sqlheads.engine import kinds
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.progress import Progress
 from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
     InvalidParameterError,
@@ -33,7 +35,6 @@ from sqlheads.errors import (
     QueryShapeError,
     UnknownKindError,
 )
-from sqlheads.sidecar.progress import JobProgress
 from sqlheads.store.repository import EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 from sqlheads.store.vectors import pack_rows
@@ -137,7 +138,7 @@ def run_teacher(
     set_name: str,
     device,
     work_dir: Path,
-    progress: JobProgress,
+    progress: Progress,
     **parameters: Any,
 ) -> dict[str, Any]:
     """Fine-tune, store the teacher version, its soft labels, then each student; the summary
@@ -203,7 +204,7 @@ class _TeacherJob:
     captured: RowSource  # the labels and texts the request captured
     device: Any
     work_dir: Path
-    progress: JobProgress
+    progress: Progress
     started: float
 
     def labelled_rows(self) -> tuple[pd.DataFrame, dict[str, Any], tuple[np.ndarray, np.ndarray]]:
@@ -247,11 +248,8 @@ class _TeacherJob:
             self.request["model"], knobs, device=self.device, work_dir=self.work_dir / "teacher"
         )
         train_texts = [str(texts[k]) for k in keys[train_rows]]
-        teacher.fit(
-            train_texts,
-            gold[train_rows].tolist(),
-            on_step=lambda done, total: self.progress(done, total, "teacher: fine-tuning"),
-        )
+        self.progress(0, None, "teacher: fine-tuning")
+        teacher.fit(train_texts, gold[train_rows].tolist(), progress=self.progress)
         test_texts = [str(texts[k]) for k in keys[test_rows]]
         self.progress(0, len(test_texts), "teacher: held-out rows")
         predicted = np.asarray(teacher.classes_)[teacher.logits(test_texts).argmax(axis=1)]
@@ -299,20 +297,14 @@ class _TeacherJob:
             self.store,
             loaded=Teacher(_Probabilities(teacher), "text"),
         )
-        done = 0
-
-        def report(rows: int, total: int | None) -> None:
-            nonlocal done
-            done += rows
-            self.progress(done, total, "teacher: transfer rows")
-
+        self.progress(0, None, "teacher: transfer rows")
         made = teach.transfer_soft_labels(
             self.store,
             scoring,
             origin,
             TransferRecipe(rows=self.request["transfer_rows"], seed=self.request["seed"]),
             (set_encoder.sha256, onnx, tokenizer_json),
-            report,
+            self.progress,
             exclude=exclude,
         )
         return len(made)
@@ -378,31 +370,30 @@ class _TeacherJob:
     def student(self, student: str, stage: str) -> dict[str, Any]:
         """Distil ``student`` from the stored soft labels, on the captured rows (never the
         caller's queries), as ``sqlheads distill --teacher`` would."""
-        stage = f"{stage}: {student}"
-        self.progress(0, None, stage)
-        extra: dict[str, Any] = {}
+        self.progress(0, None, f"{stage}: {student}")
+        student_params = kinds.StudentParams(student=student)
         if student == "encoder":
-            extra = {
-                "student_model": self.request["student_model"],
-                "max_length": self.request["max_length"],
-                "max_steps": self.request["max_steps"],
-                "device": str(self.device),
-                "work_dir": str(self.work_dir / "encoder_student"),
-            }
+            student_params = kinds.StudentParams(
+                student=student,
+                student_model=self.request["student_model"],
+                max_length=self.request["max_length"],
+                max_steps=self.request["max_steps"],
+                device=str(self.device),
+                work_dir=str(self.work_dir / "encoder_student"),
+            )
         return distill(
             self.store,
             head=self.head,
             set_name=self.embedding_set.name,
             labels=self.captured,
-            student=student,
+            student_params=student_params,
+            params=DistillParams(seed=self.request["seed"]),
             teacher=self.teacher_name,
             transfer_rows=self.request["transfer_rows"],  # the ones scored above, cached
             source=self.captured,
-            deploy=self.request["deploy"],
-            seed=self.request["seed"],
             test_fraction=self.request["test_fraction"],
-            on_progress=lambda steps, total: self.progress(steps, total, stage),
-            **extra,
+            deploy=self.request["deploy"],
+            progress=self.progress,
         )
 
 

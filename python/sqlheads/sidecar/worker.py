@@ -1,12 +1,12 @@
 """The sidecar: claim a job, run its work with a heartbeat, record how it ended.
 
 ``sqlheads sidecar`` runs :meth:`Sidecar.run`. While a job runs, a thread beats for its claim
-every ``jobs.heartbeat_seconds``; the work function reports through a :class:`JobProgress`
-(contract 2, :mod:`sqlheads.sidecar.progress`), which records progress in the job row
-(throttled), draws a progress bar, and raises :class:`~sqlheads.errors.JobCancelledError`
-once the job's cancel was requested (or its claim was lost), so the work stops where it
-stands. A job that raises is failed (and queued again while it has attempts left); a killed
-sidecar's job goes stale and is taken over.
+every ``jobs.heartbeat_seconds``; the work function reports through a
+:class:`~sqlheads.sidecar.progress.RecordedProgress` (contract 2), which records progress in
+the job row (throttled), draws a progress bar, and raises
+:class:`~sqlheads.errors.JobCancelledError` once the job's cancel was requested (or its claim
+was lost), so the work stops where it stands. A job that raises is failed (and queued again
+while it has attempts left); a killed sidecar's job goes stale and is taken over.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from rich.console import Console
 from sqlheads import settings
 from sqlheads.engine.encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
-from sqlheads.sidecar.progress import ProgressBar, ProgressLines, RecordedProgress
+from sqlheads.sidecar.progress import JobBar, JobLines, RecordedProgress
 from sqlheads.store.claims import JobClaim
 from sqlheads.store.jobs import FINISHED, Job, JobQueue, worker_name
 from sqlheads.store.repository import Store
@@ -207,9 +207,9 @@ class Sidecar:
             f" part {job.part}/{job.parts}" if job.parts > 1 else ""
         )
         bar = (
-            ProgressBar(self.console, label)
+            JobBar(self.console, label)
             if self.console.is_terminal
-            else ProgressLines(self.console, label)
+            else JobLines(self.console, label)
         )
         stop = threading.Event()
         progress = RecordedProgress(self.queue, job, self.options.worker, stop, bar)

@@ -11,19 +11,21 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.distill import distill as distill_rows
-from sqlheads.engine.kinds import DEFAULT_STUDENT, ModelKind, student_kind
+from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.kinds import ModelKind, StudentParams
+from sqlheads.engine.progress import Progress
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher
 from sqlheads.verbs import baselines, teach
-from sqlheads.verbs.locks import holding
-from sqlheads.verbs.progress import Progress, increments
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
 from sqlheads.verbs.rows import RowSource, text_source
 from sqlheads.verbs.soft_labels import (
     SoftLabels,
@@ -42,19 +44,22 @@ def distill(
     head: str,
     set_name: str,
     labels: str | RowSource,
-    student: str = DEFAULT_STUDENT,
+    student_params: StudentParams,
+    params: DistillParams,
     soft_labels: str | None = None,
     teacher: str | None = None,
     teacher_head: str | None = None,
     transfer_rows: int | None = None,
     source: str | RowSource | None = None,
     transfer: str | None = None,
+    test_fraction: float = settings.TEST_FRACTION,
     deploy: str = settings.DEFAULT_DEPLOY,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
     teacher_progress: Progress | None = None,
-    **distill_params: Any,
 ) -> dict[str, Any]:
-    """Distil a teacher's soft labels into a new version of ``head`` of kind ``student``.
+    """Distil a teacher's soft labels into a new version of ``head``: the student
+    ``student_params`` names, learning as ``params`` says.
 
     Soft labels come from ``soft_labels`` (a SELECT returning ``item_key`` and one column per
     class, stored as teacher ``teacher``, default ``HEAD_teacher``) or from a teacher stored
@@ -63,23 +68,28 @@ def distill(
     returning ``item_key``) restricts the rows distilled on. A sidecar job passes the rows its
     request captured (``labels`` and ``source`` as a :class:`~sqlheads.verbs.rows.RowSource`
     of the job) and so runs no caller's query. ``progress`` hears of the student's run in its
-    kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations); a caller that
-    counts in totals passes ``on_progress`` instead. ``teacher_head``: a head's deployed
-    version scores the rows and ``transfer_rows`` transfer rows instead (a stored teacher's
-    fine-tuned version's cached ones with ``teacher``), ``teacher_progress`` hearing of each
-    row it scores (:mod:`sqlheads.verbs.teach`).
+    kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations). ``teacher_head``:
+    a head's deployed version scores the rows and ``transfer_rows`` transfer rows instead (a
+    stored teacher's fine-tuned version's cached ones with ``teacher``), ``teacher_progress``
+    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`).
     """
     started = time.perf_counter()
     validate_name("head", head)
-    kind = student_kind(student)
+    student_params, params = student_params.validate(), params.validate()
+    kind = student_params.kind
+    # Refused now, before a teacher scores a row; a head student reads no transfer rows.
+    recipe = teach.recipe(transfer_rows if kind.reads == "text" else 0, params.seed)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = RowSource.of(store, labels).labels()
     texts = RowSource.optional(store, source)
-    soft, taught = _teaching(
-        store, embedding_set, set_encoder, kind, labelled, texts, head, soft_labels, teacher,
-        teacher_head, transfer_rows, distill_params, teacher_progress,
+    teaching = functools.partial(
+        teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
+        recipe=recipe, test_fraction=test_fraction, progress=teacher_progress,
     )  # fmt: skip
+    soft, taught = _teaching(
+        store, embedding_set, head, soft_labels, teacher, teacher_head, transfer_rows, teaching
+    )
     frame = _gold_beside_soft(labelled, soft)
     arguments, known, no_text = _student_input(
         store, embedding_set, set_encoder, kind, frame, texts
@@ -92,14 +102,15 @@ def distill(
     deployed = store.deployed_model(head)
     result = distill_rows(
         frame,
-        student=student,
+        student_params=student_params,
+        params=params,
         teacher_classes_json=json.dumps(soft.classes),
+        test_fraction=test_fraction,
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         no_text=no_text,
+        progress=progress,
         **arguments,
-        **({} if progress is None else {"on_progress": increments(progress)}),
-        **distill_params,
     ).iloc[0]
     if taught is not None:
         taught.require_teacher()  # dropped while the student learnt: 50028, nothing stored
@@ -125,34 +136,42 @@ def distill(
     }
 
 
+Teaching = Callable[..., teach.Taught]  # teach.taught_rows with the student's rows bound
+
+
 def _teaching(
     store: Store,
     embedding_set: EmbeddingSet,
-    set_encoder: Encoder,
-    kind: ModelKind,
-    labelled: pd.DataFrame,
-    texts: RowSource | None,
     head: str,
     soft_labels: str | None,
     teacher: str | None,
     teacher_head: str | None,
     transfer_rows: int | None,
-    distill_params: dict[str, Any],
-    progress: Progress | None,
+    teaching: Teaching,
 ) -> tuple[SoftLabels, teach.Taught | None]:
-    """The soft labels, and what a teaching version made (``--teacher-head``, or a stored
-    teacher's fine-tuned version asked for transfer rows); transfer rows for text students."""
-    teaching = functools.partial(
-        teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
-        transfer_rows=transfer_rows if kind.reads == "text" else 0,
-        distill_params=distill_params, progress=progress,
-    )  # fmt: skip
-    if teacher_head is None:
-        soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
-        fine_tuned = None if soft.stored is None else soft.stored.model_id
-        if not transfer_rows or fine_tuned is None:
-            return soft, None
-        return soft, teaching(teacher=teach.teacher_version(store, fine_tuned), soft=soft.rows)
+    """The soft labels, and what a teaching version made: a head's deployed one
+    (``teacher_head``), else soft labels from a caller's query or a stored teacher, with, given
+    ``transfer_rows``, the transfer rows a stored teacher's fine-tuned version (a sidecar's)
+    scored and cached."""
+    if teacher_head is not None:
+        return _head_teaching(store, embedding_set, soft_labels, teacher, teacher_head, teaching)
+    soft = soft_labels_for(store, embedding_set, head, soft_labels, teacher)
+    fine_tuned = None if soft.stored is None else soft.stored.model_id
+    if not transfer_rows or fine_tuned is None:
+        return soft, None
+    return soft, teaching(teacher=teach.teacher_version(store, fine_tuned), soft=soft.rows)
+
+
+def _head_teaching(
+    store: Store,
+    embedding_set: EmbeddingSet,
+    soft_labels: str | None,
+    teacher: str | None,
+    teacher_head: str,
+    teaching: Teaching,
+) -> tuple[SoftLabels, teach.Taught]:
+    """``--teacher-head``: the head's deployed version scores the rows and the transfer rows;
+    its soft labels are stored under ``teacher`` (default ``HEAD.vN``)."""
     teach.refuse_two_teachers(soft_labels)
     taught = teaching(teacher=teach.load_teacher_head(store, teacher_head), soft=None)
     name = validate_name("teacher", teacher or taught.teacher_name)

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlheads import settings
 from sqlheads.compute.columns import EMBED_INPUT
 from sqlheads.compute.embed import embed as embed_batch
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import (
     EncoderMismatchError,
     InvalidParameterError,
@@ -30,7 +31,6 @@ from sqlheads.store.keys import key_problem
 from sqlheads.store.repository import SET_BUSY, EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.verbs.encoders import encoder_arguments, resolve_encoder
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
-from sqlheads.verbs.progress import Progress, Stage
 from sqlheads.verbs.rows import RowSource
 
 
@@ -46,13 +46,14 @@ def embed(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
-    stage: Stage | None = None,
 ) -> dict[str, Any]:
     """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
 
     One embedding of a set at a time, as ``heads.embed``: ``embed`` Exclusive (another
     embedding of the set fails at once, 50016) and ``set`` Shared (trainings and predictions of
-    the set go on beside it; a drop_set waits for it, or it for a drop_set).
+    the set go on beside it; a drop_set waits for it, or it for a drop_set). ``progress``
+    hears of the encoder's export on first use (a stage) and of the rows read, in stage
+    ``embedding SET``.
     """
     return embed_rows(
         store,
@@ -64,7 +65,6 @@ def embed(
         batch_size=batch_size,
         threads=threads,
         progress=progress,
-        stage=stage,
         lock_batches=False,  # this whole run holds the set's lock (Shared) already
     )
 
@@ -80,7 +80,6 @@ def embed_rows(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
-    stage: Stage | None = None,
     model: Any | None = None,
     lock_batches: bool = True,
 ) -> dict[str, Any]:
@@ -115,9 +114,11 @@ def embed_rows(
             "query's FROM and WHERE clauses (embed an existing set again with an empty source "
             "to change nothing)"
         )
-    chosen = _set_encoder(store, embedding_set, encoder, stage)
-    if stage is not None:
-        stage(f"embedding {set_name}")
+    chosen = _set_encoder(store, embedding_set, encoder, progress)
+    total = None
+    if progress is not None:
+        total = rows.count()
+        progress(0, total, f"embedding {set_name}")
     batches = _SetBatches(
         store,
         set_name,
@@ -132,7 +133,7 @@ def embed_rows(
         itertools.chain([first] if first is not None else [], chunks),
         duplicated,
         progress,
-        total=None if progress is None else rows.count(),
+        total,
     )
     embedding_set = batches.the_set()
     store.set_source_query(embedding_set.set_id, rows.query)
@@ -169,7 +170,10 @@ def check_embedding_set(
 
 
 def _set_encoder(
-    store: Store, embedding_set: EmbeddingSet | None, encoder: str | None, stage: Stage | None
+    store: Store,
+    embedding_set: EmbeddingSet | None,
+    encoder: str | None,
+    progress: Progress | None,
 ) -> Encoder:
     """The set's encoder; for a new set, the one asked for (the default registered now)."""
     if embedding_set is not None:
@@ -179,8 +183,8 @@ def _set_encoder(
         encoder in (None, settings.DEFAULT_ENCODER)
         and store.find_encoder(settings.DEFAULT_ENCODER) is None
     )
-    if stage is not None and first_use:
-        stage("exporting the encoder to ONNX (first use only)")
+    if progress is not None and first_use:
+        progress(0, None, "exporting the encoder to ONNX (first use only)")
     return resolve_encoder(store, encoder)
 
 
@@ -195,14 +199,15 @@ def _embed_all(
     duplicated key for one last batch, which rejects the key whole: the outcome cannot
     depend on which batch each copy fell into."""
     duplicate_rows: list[pd.DataFrame] = []
+    read = 0
     for chunk in chunks:
-        read = len(chunk)
+        read += len(chunk)
         copies = chunk["item_key"].isin(duplicated)
         duplicate_rows.append(chunk[copies])
         if not copies.all():
             batches.write(chunk[~copies])
         if progress is not None:
-            progress(read, total)
+            progress(read, total, None)
     if duplicated and duplicate_rows:
         batches.write(pd.concat(duplicate_rows, ignore_index=True))
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sqlheads import settings
+from sqlheads import datasets, settings
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import Encoder, Store, validate_name
@@ -50,7 +50,12 @@ def register_encoder(
     if name is not None:
         validate_name("encoder", name)
     artifact = export_encoder(
-        model_dir, name=name, max_length=max_length, quantization=quantization
+        model_dir,
+        name=name,
+        max_length=max_length,
+        quantization=quantization,
+        # A directory outside the catalogue has its int8 graph judged on labelled reviews.
+        int8_sample=datasets.int8_sample() if source is None and quantization == "int8" else None,
     )
     if source is not None:
         artifact = replace(artifact, source=source)

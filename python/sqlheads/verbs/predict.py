@@ -12,11 +12,11 @@ import pandas as pd
 from sqlheads.compute.columns import EMBED_INPUT
 from sqlheads.compute.predict import predict as predict_rows
 from sqlheads.engine.kinds import model_kind
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Model, Store
 from sqlheads.verbs.locks import holding
-from sqlheads.verbs.progress import Progress
 from sqlheads.verbs.rows import READ_ROWS, RowSource, text_source
 
 
@@ -45,14 +45,15 @@ def predict(
     else:
         chunks, total = _text_chunks(store, embedding_set, keys, source)
     blob = store.model_blob(model.model_id)
-    rows = missing = 0
+    rows = missing = read = 0
     for chunk in chunks:
         missing += int(chunk[kind.reads].isna().sum())
         output = predict_rows(chunk, model_sha256=model.sha256, model_blob=blob, kind=model.kind)
         store.write_predictions(model.model_id, embedding_set.set_id, output)
         rows += len(output)
+        read += len(chunk)
         if progress is not None:
-            progress(len(chunk), total)
+            progress(read, total, None)
     seconds = time.perf_counter() - started
     return {
         "head": head,

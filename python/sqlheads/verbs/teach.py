@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -26,6 +26,7 @@ from sqlheads.compute.columns import text_sha256
 from sqlheads.engine import evaluation
 from sqlheads.engine.encoder import load_encoder
 from sqlheads.engine.kinds import model_kind
+from sqlheads.engine.progress import Progress, after
 from sqlheads.engine.teaching import Teacher, as_logits
 from sqlheads.engine.transfer import (
     DEFAULT_ROWS,
@@ -41,13 +42,11 @@ from sqlheads.errors import (
     NotFoundError,
     TeacherNotDeployedError,
 )
-from sqlheads.settings import TEST_FRACTION
 from sqlheads.store import transfer_cache
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
 from sqlheads.store.vectors import pack_rows, unpack_rows
 from sqlheads.verbs.rows import RowSource, text_source
 
-Progress = Callable[[int, int | None], None]  # (rows just scored, rows to score)
 CACHE_CHUNK = 1024  # transfer rows scored and committed at a time
 
 
@@ -160,9 +159,10 @@ def own_soft_labels(
             todo[same] = False
     missing = np.flatnonzero(todo)
     if len(missing):
-        reporter = None if progress is None else (lambda n: progress(n, len(missing)))
+        if progress is not None:
+            progress(0, len(missing), f"teacher {teacher.head}: the student's rows")
         probabilities = teacher.teacher.probabilities(
-            [str(texts[keys[i]]) for i in missing], reporter
+            [str(texts[keys[i]]) for i in missing], progress
         )
         logits[missing] = as_logits(probabilities)
     teacher.scored["own_rows_from_stored_vectors"] = len(keys) - len(missing)
@@ -184,7 +184,8 @@ def transfer_soft_labels(
     held-out ones) with the teacher's logits: ``text``, ``origin_key``, ``how``, ``logits``.
 
     ``student_encoder`` (sha256, ONNX bytes, tokenizer JSON) supplies the replacement words.
-    Cached rows are read back; the missing ones are built, scored and cached in chunks."""
+    Cached rows are read back; the missing ones are built, scored and cached in chunks, each
+    reported to ``progress`` as it is scored (its stage is the caller's)."""
     started = time.perf_counter()
     if recipe.rows == 0 or not origin:
         teacher.scored |= {"transfer_rows_cached": 0, "transfer_rows_scored": 0}
@@ -211,10 +212,12 @@ def transfer_soft_labels(
             todo = [i for i in todo if i < wanted]
         teacher.seconds["transfer_build"] = time.perf_counter() - built_started
         scoring_started = time.perf_counter()
-        report = None if progress is None else (lambda n: progress(n, len(todo)))
         for start in range(0, len(todo), CACHE_CHUNK):
             chunk = todo[start : start + CACHE_CHUNK]
-            logits = as_logits(teacher.teacher.probabilities([rows[i].text for i in chunk], report))
+            texts = [rows[i].text for i in chunk]
+            logits = as_logits(
+                teacher.teacher.probabilities(texts, after(progress, start, len(todo)))
+            )
             transfer_cache.add_transfer_rows(
                 store,
                 cached,
@@ -286,29 +289,35 @@ def taught_rows(
     *,
     teacher: TeacherHead,
     soft: pd.DataFrame | None,
-    transfer_rows: int | None,
-    distill_params: dict[str, Any],
+    recipe: TransferRecipe,
+    test_fraction: float,
     progress: Progress | None,
 ) -> Taught:
     """``distill``'s side of a teaching version: what ``teacher`` made of the rows' texts
-    (through ``source`` or the set's own source query); ``soft``: the soft labels it stored
-    earlier for the rows (a sidecar teacher's), else they are scored now."""
+    (through ``source`` or the set's own source query) and ``recipe``'s transfer rows, with
+    the held-out split ``train`` makes of ``labelled`` at ``test_fraction`` and the recipe's
+    seed; ``soft``: the soft labels it stored earlier for the rows (a sidecar teacher's),
+    else they are scored now."""
     texts = text_source(store, embedding_set, source).texts()
     onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
-    seed = int(distill_params.get("seed") or 0)
-    rows = DEFAULT_ROWS if transfer_rows is None else transfer_rows
     return teach(
         store,
         teacher=teacher,
         labelled=labelled,
         texts=texts,
-        recipe=TransferRecipe(rows=rows, seed=seed),
+        recipe=recipe,
         student_encoder=(set_encoder.sha256, onnx, tokenizer_json),
-        test_fraction=float(distill_params.get("test_fraction") or TEST_FRACTION),
-        seed=seed,
+        test_fraction=test_fraction,
+        seed=recipe.seed,
         progress=progress,
         soft=soft,
     )
+
+
+def recipe(transfer_rows: int | None, seed: int) -> TransferRecipe:
+    """The transfer rows a student asks for (None: the default count), validated."""
+    rows = DEFAULT_ROWS if transfer_rows is None else transfer_rows
+    return TransferRecipe(rows=rows, seed=seed).validate()
 
 
 def refuse_two_teachers(soft_labels: str | None) -> None:
@@ -355,6 +364,8 @@ def teach(
     if soft is None:
         soft = own_soft_labels(store, teacher, usable, progress)
     origin, exclude = learnable_rows(usable, held_out)
+    if progress is not None and recipe.rows:
+        progress(0, None, f"teacher {teacher.head}: transfer rows")
     made = transfer_soft_labels(
         store, teacher, origin, recipe, student_encoder, progress, exclude=exclude
     )

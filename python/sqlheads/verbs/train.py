@@ -7,11 +7,11 @@ from typing import Any
 from sqlheads import settings
 from sqlheads.compute.train import train as train_rows
 from sqlheads.engine.heads import HeadParams
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError
 from sqlheads.store.repository import Store, validate_name
 from sqlheads.verbs import baselines
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
-from sqlheads.verbs.progress import Progress
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.versions import record_version
 
@@ -23,22 +23,26 @@ def train(
     head: str,
     set_name: str,
     labels: str,
+    params: HeadParams,
     encoder: str | None = None,
+    test_fraction: float = settings.TEST_FRACTION,
     deploy: str = settings.DEFAULT_DEPLOY,
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
     source: str | None = None,
-    **head_params: Any,
 ) -> dict[str, Any]:
-    """Train a new version of ``head`` on the set's vectors for the keys ``labels`` returns.
+    """Train a new version of ``head`` of ``params`` on the set's vectors for the keys
+    ``labels`` returns.
 
     The set is held Shared for the whole run (no drop_set under it), the head's lock only while
     the version is written, as ``heads.train`` holds them: two trainings of one head run side
     by side and each gets its own version number; the deploy decision is made against the
     version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
-    ``progress`` hears of each epoch: ``(1, epochs)``. The TF-IDF baseline reads the rows'
-    text through ``source``, else the set's stored source query (skipped without either).
+    ``progress`` hears of each epoch: ``(epochs done, epochs at most)``. The TF-IDF baseline
+    reads the rows' text through ``source``, else the set's stored source query (skipped
+    without either).
     """
+    params = params.validate()
     validate_name("head", head)  # before the training: the head's lock comes only at the write
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
@@ -57,15 +61,16 @@ def train(
         labelled["text"] = texts
     deployed = store.deployed_model(head)
     if progress is not None:
-        progress(0, head_params.get("epochs", HeadParams.epochs))  # training starts now
+        progress(0, params.epochs, None)  # training starts now
     result = train_rows(
         labelled,
+        params=params,
         dim=set_encoder.dim,
+        test_fraction=test_fraction,
         deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
-        on_epoch=None if progress is None else lambda epochs: progress(1, epochs),
         no_text=no_text,
-        **head_params,
+        progress=progress,
     ).iloc[0]
     return record_version(
         store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms,
