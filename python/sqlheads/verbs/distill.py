@@ -71,7 +71,8 @@ def distill(
     kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations). ``teacher_head``:
     a head's deployed version scores the rows and ``transfer_rows`` transfer rows instead (a
     stored teacher's fine-tuned version's cached ones with ``teacher``), ``teacher_progress``
-    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`).
+    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`). The head's lock is taken only
+    to write the version, waiting up to ``lock_timeout_ms`` for it, as train's.
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -125,6 +126,7 @@ def distill(
         deploy,
         {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
         frame["text"].tolist() if "text" in frame.columns else None,
+        lock_timeout_ms,
         labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {
