@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from sqlheads.compute.train import train
+from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ClassNameError
 
 
@@ -30,11 +31,11 @@ def labelled(classes: list[str]) -> pd.DataFrame:
 @pytest.mark.parametrize("bad", [".hidden", "trailing.", "very..good"])
 def test_train_refuses_a_class_name_for_json_path_cannot_hold(bad: str) -> None:
     with pytest.raises(ClassNameError) as refused:
-        train(labelled(["fine", bad]), dim=8, epochs=1)
+        train(labelled(["fine", bad]), params=HeadParams(epochs=1), dim=8)
     assert refused.value.number == 50073
     assert repr(bad) in str(refused.value) and "rename" in str(refused.value)
 
 
 def test_train_keeps_class_names_with_single_inner_dots() -> None:
-    out = train(labelled(["very.good", "bad"]), dim=8, epochs=1)
+    out = train(labelled(["very.good", "bad"]), params=HeadParams(epochs=1), dim=8)
     assert out.iloc[0]["classes_json"] == '["bad", "very.good"]'
