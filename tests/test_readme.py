@@ -194,6 +194,7 @@ def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist(
     """The blocks a CPU cannot run (a GPU sidecar, SQL Server) are at least commands the CLI
     accepts: each is parsed as ``sqlheads`` would parse it, without running it."""
     import typer.main
+    from typer.core import TyperGroup
 
     from sqlheads.cli import app
 
@@ -203,7 +204,7 @@ def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist(
     for where, arguments in commands:
         context = group.context_class(group, info_name="sqlheads")
         try:  # the group's own options (its base's parse_args: no verb is run), then the verb's
-            rest = super(type(group), group).parse_args(context, list(arguments))
+            rest = super(TyperGroup, group).parse_args(context, list(arguments))
             name, verb, rest = group.resolve_command(context, rest)
             verb.make_context(name, rest, parent=context)
         except Exception as error:  # typer's own copy of click raises its own usage errors

@@ -96,6 +96,10 @@ def _labelled_vectors(
     if len(keys) == 0:
         raise no_labelled_rows()
     refuse_duplicate_keys(keys)
+    # In key order, as the split orders them: the model, not only its held-out rows, is then
+    # the same whatever order the labels query returned its rows in.
+    in_key_order = np.argsort(np.asarray(keys), kind="stable")
+    input_data, keys = input_data.iloc[in_key_order], [keys[i] for i in in_key_order]
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:

@@ -52,8 +52,8 @@ def embed(
     One embedding of a set at a time, as ``heads.embed``: ``embed`` Exclusive (another
     embedding of the set fails at once, 50016) and ``set`` Shared (trainings and predictions of
     the set go on beside it; a drop_set waits for it, or it for a drop_set). ``progress``
-    hears of the encoder's export on first use (a stage) and of the rows read, in stage
-    ``embedding SET``.
+    hears of the default encoder's registration on first use (a stage: exported, or read from
+    this machine's cached export) and of the rows read, in stage ``embedding SET``.
     """
     return embed_rows(
         store,
@@ -178,14 +178,10 @@ def _set_encoder(
     """The set's encoder; for a new set, the one asked for (the default registered now)."""
     if embedding_set is not None:
         return store.encoder(embedding_set.encoder_id)
-    # Only the default encoder is exported on first use; another name must be registered.
-    first_use = (
-        encoder in (None, settings.DEFAULT_ENCODER)
-        and store.find_encoder(settings.DEFAULT_ENCODER) is None
-    )
-    if progress is not None and first_use:
-        progress(0, None, "exporting the encoder to ONNX (first use only)")
-    return resolve_encoder(store, encoder)
+    # Only the default encoder is registered on first use; another name must be registered.
+    # The progress hears, as a stage, whether its export is made or read from this machine's
+    # cache.
+    return resolve_encoder(store, encoder, progress)
 
 
 def _embed_all(

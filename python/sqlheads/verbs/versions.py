@@ -90,7 +90,12 @@ def record_version(
         "previous_deployed_macro_f1": round(previous, 4) if previous is not None else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
-        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
+        **baselines.summary(
+            against_baseline,
+            float(result["accuracy"]),
+            texts,
+            baselines.tokenizer_of(store, set_encoder),
+        ),
     }
 
 
