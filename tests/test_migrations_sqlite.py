@@ -20,7 +20,7 @@ from sqlheads.store.repository import Store
 def test_down_to_each_revision_and_back_up(tmp_path: Path) -> None:
     store = Store.from_url(f"sqlite:///{tmp_path / 'chain.db'}")
     host.init(store)
-    for target in ("0004", "0003", "0002", "0001"):
+    for target in ("0006", "0004", "0003", "0002", "0001"):
         migrations.migrate(store, target, downgrade=True)
         with store.engine.connect() as c:
             assert MigrationContext.configure(c).get_current_revision() == target

@@ -46,7 +46,9 @@ def test_ci_runs_the_readme_install_and_test_commands_in_a_new_venv():
 
 # -- the shell blocks of the README and of the site's pages, run in order (issue 20) -----------
 
-SHELL_BLOCK = re.compile(r"^```(bash|sh)\n(.*?)^```", re.M | re.S)
+# A fence may be indented (a block inside a list item, as in the DBA guide's steps): its lines
+# are read without that indent, as Markdown reads them.
+SHELL_BLOCK = re.compile(r"^( *)```(bash|sh)\n(.*?)^\1```", re.M | re.S)
 # Blocks this test cannot run here, by a phrase they contain, and why.
 NOT_HERE = {
     "docker compose": "needs Docker (the SQL Server stack)",
@@ -87,7 +89,9 @@ def _blocks() -> list[tuple[str, int, str]]:
     for page in _pages():
         text = (ROOT / page).read_text(encoding="utf-8")
         for match in SHELL_BLOCK.finditer(text):
-            found.append((page, text.count("\n", 0, match.start()) + 1, match.group(2)))
+            indent = len(match.group(1))
+            block = "".join(line[indent:] for line in match.group(3).splitlines(keepends=True))
+            found.append((page, text.count("\n", 0, match.start()) + 1, block))
     return found
 
 
@@ -177,6 +181,18 @@ def _sqlheads_commands() -> list[tuple[str, list[str]]]:
                 found.append((f"{page} line {first}", [w for w in words[1:] if w != "&"]))
             command, first = "", 0
     return found
+
+
+def test_indented_blocks_are_read_too():
+    """The DBA guide's deployment steps hold their blocks inside a list, indented: those
+    commands (``sqlheads --url "mssql+..." init``) are parsed against the CLI as well."""
+    parsed = [(where, args) for where, args in _sqlheads_commands() if "dba.md" in where]
+    assert any(
+        args[:1] == ["--url"] and args[1].startswith("mssql+") and "init" in args
+        for _, args in parsed
+    ), parsed
+    pip = [b for page, _, b in BLOCKS if page.endswith("dba.md") and "pip install" in b]
+    assert pip and all(not line.startswith(" " * 5) for b in pip for line in b.splitlines())
 
 
 def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist():

@@ -4,8 +4,16 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-25 12:00:00.000000
 
-Several issues add to this revision, each in functions of its own called from ``upgrade()`` and
-``downgrade()``. The T-SQL objects it creates or changes are in ``sql/0007/``.
+Several concerns add to this revision, each in functions of its own called from ``upgrade()``
+and ``downgrade()``. The T-SQL objects it creates or changes are in ``sql/0007/``, applied once,
+after every concern's table changes (and reverted before them).
+
+The third SQL Server audit: ``embedding_sets.source_user``, the database user (SQL Server) or
+OS user (SQLite) who stored the set's source query, which then runs for that user alone; on SQL
+Server, stored queries checked by ``heads.set_source``, the sidecar's writes scoped to the job
+it holds (``heads.assert_job_held``, ``heads.add_version``, ``heads.store_soft_labels``,
+``heads.job_set``) and its table grants narrowed, the sets view ``heads.sets`` without query
+texts for analysts, and the smaller fixes of ``sql/0007/``.
 
 Transfer sets (students that carry their teacher): ``transfer_sets`` and ``transfer_rows`` hold
 the rows a teacher version labelled for distillation (sentences of long rows, augmented copies
@@ -35,7 +43,7 @@ from alembic import op
 
 import sqlheads_sql
 from sqlheads.settings import SETTINGS
-from sqlheads.store.schema import BITS, KEY_LENGTH
+from sqlheads.store.schema import BITS, KEY_LENGTH, NAME_LENGTH
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0007"
@@ -45,6 +53,29 @@ depends_on = None
 
 IS_MSSQL = op.get_context().dialect.name == "mssql"
 SCHEMA = MSSQL_SCHEMA if IS_MSSQL else None
+
+
+# -- audit: who stored a set's source query ------------------------------------------------------
+
+
+def _audit_upgrade() -> None:
+    # NULL for queries stored before this revision: no author is known, so they run for no one
+    # until the set is embedded again (or the caller passes a source of their own).
+    op.add_column(
+        "embedding_sets",
+        sa.Column("source_user", sa.Unicode(NAME_LENGTH), nullable=True),
+        schema=SCHEMA,
+    )
+
+
+def _audit_downgrade() -> None:
+    if IS_MSSQL:
+        op.drop_column("embedding_sets", "source_user", schema=SCHEMA)
+    else:  # natively (SQLite 3.35+), as 0006 drops its columns
+        op.execute("ALTER TABLE embedding_sets DROP COLUMN source_user")
+
+
+# -- transfer sets: the rows a teacher version labelled, for its next student --------------------
 
 
 def _ref(column: str) -> str:
@@ -221,10 +252,11 @@ def _view_types_downgrade() -> None:
 
 
 def upgrade() -> None:
+    _audit_upgrade()
     _transfer_upgrade()
     _queue_drift_upgrade()
     _view_types_upgrade()
-    # the T-SQL objects of sql/0007 (all issues), after every table they use
+    # the T-SQL objects of sql/0007 (every concern's), after every table they use
     if IS_MSSQL:
         sqlheads_sql.run(sqlheads_sql.upgrade_batches(revision, SETTINGS))
 
@@ -235,3 +267,4 @@ def downgrade() -> None:
     _view_types_downgrade()
     _queue_drift_downgrade()
     _transfer_downgrade()
+    _audit_downgrade()

@@ -6,6 +6,8 @@ procedures re-raise it with the same number, so both doors read the same.
 
 from __future__ import annotations
 
+import re
+
 
 class SqlheadsError(Exception):
     """Base class; ``number`` is the T-SQL error number (50000 + n).
@@ -304,6 +306,27 @@ class JobOwnerError(SqlheadsError):
     number = 50070
 
 
+class StoredQueryOwnerError(SqlheadsError):
+    """A set's stored source query, asked for by a user other than its author: a stored query
+    runs only for the user who stored it; anyone else passes a source of their own."""
+
+    number = 50071
+
+
+class JobScopeError(SqlheadsError):
+    """A sidecar write outside the job it holds (another job's head, set or teacher, or a job
+    it no longer holds as running)."""
+
+    number = 50072
+
+
+class ClassNameError(SqlheadsError):
+    """A class name that starts or ends with ``.`` or holds ``..``: SQL Server's ``FOR JSON
+    PATH`` cannot name a column after it (Msg 13603), so its soft labels could never be read."""
+
+    number = 50073
+
+
 class InternalError(SqlheadsError):
     """A failure inside sqlheads that is none of the above (a bug), as SQL Server's door
     returns it rather than letting it escape as error 39004 without a number."""
@@ -362,5 +385,21 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderSourceError,
     PrecisionUnavailableError,
     JobOwnerError,
+    StoredQueryOwnerError,
+    JobScopeError,
+    ClassNameError,
     InternalError,
 )
+
+
+def from_server(message: str) -> SqlheadsError | None:
+    """The sqlheads error a procedure threw (``THROW 5xxxx, message``), from the text a driver
+    gives for it (pyodbc: ``...[SQL Server]message (50070) (SQLExecDirectW)``); None for any
+    other error, which the caller re-raises as it came."""
+    known = {error.number: error for error in ERRORS if error.number != SqlheadsError.number}
+    found = re.search(r"\((5\d{4})\)", message) or re.search(r"\b(5\d{4})\b", message)
+    if found is None or int(found.group(1)) not in known:
+        return None
+    said = message.rsplit("[SQL Server]", 1)[-1]
+    said = re.split(r"\s*\(5\d{4}\)", said, maxsplit=1)[0].strip()
+    return known[int(found.group(1))](said)

@@ -38,12 +38,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError, NotFoundError, SqlheadsError
+from sqlheads.errors import (
+    InvalidParameterError,
+    NotFoundError,
+    SqlheadsError,
+    StoredQueryOwnerError,
+)
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
 from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
 from sqlheads.verbs.drift import drift
 from sqlheads.verbs.label_queue import label_queue
+from sqlheads.verbs.rows import stored_source
 
 SCORE_BINS = 20
 FIGURES = (
@@ -289,9 +295,13 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     found = store.find_set(set_name)
     point = {"head": model.head, "version": model.version, "kind": model.kind, "role": role,
              "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
-    if found is None or found.source_query is None:
+    try:  # the set's stored query runs for its author alone: for anyone else, no timing
+        source = None if found is None else stored_source(store, found)
+    except StoredQueryOwnerError:
+        source = None
+    if source is None:
         return point  # no text to time it on
-    texts = next(store.run_query(found.source_query, EMBED_INPUT, "source", SPEED_ROWS))
+    texts = next(store.run_query(source, EMBED_INPUT, "source", SPEED_ROWS))
     texts = texts["text"].astype(str).tolist()
     kind = model_kind(model.kind)
     scorer = kind.load(store.model_blob(model.model_id))

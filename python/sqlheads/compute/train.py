@@ -13,6 +13,7 @@ from sqlheads.compute.columns import (
     TRAIN_OUTPUT,
     no_labelled_rows,
     refuse_duplicate_keys,
+    refuse_unnamable_classes,
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
@@ -113,4 +114,6 @@ def _labelled_vectors(
             f"{missing} of {len(keys)} labelled key(s) have no embedding in the set: embed "
             "them first, or restrict the labels query to embedded keys"
         )
-    return keys, unpack_rows(vectors.tolist(), dim), np.asarray([str(v) for v in labels])
+    y = np.asarray([str(v) for v in labels])
+    refuse_unnamable_classes(y)
+    return keys, unpack_rows(vectors.tolist(), dim), y

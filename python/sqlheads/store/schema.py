@@ -82,8 +82,11 @@ embedding_sets = Table(
     Column("long_text", String(16), nullable=False),
     _created_at(),
     # The last source query embedded into the set: text models (word students) read the rows'
-    # text through it when a call names no source of its own.
+    # text through it when a call names no source of its own, and its author (the database
+    # user; the OS user on SQLite), for whom alone it runs: a stored query run with another
+    # user's rights would be a privilege escalation (migration 0007; NULL before it: no one).
     Column("source_query", UnicodeText, nullable=True),
+    Column("source_user", Unicode(NAME_LENGTH), nullable=True),
     UniqueConstraint("name"),
     CheckConstraint("long_text IN ('window', 'truncate')", name="long_text_mode"),
 )

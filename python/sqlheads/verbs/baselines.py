@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlheads.engine.encoder import Tokenizer
+from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store.repository import EmbeddingSet, Encoder, Store
 from sqlheads.verbs.rows import RowSource, set_texts
 
@@ -31,8 +32,14 @@ def read_texts(
     store: Store, embedding_set: EmbeddingSet, source: RowSource | None, keys: Sequence[str]
 ) -> tuple[list[Any] | None, str]:
     """The text of each of ``keys`` (None where the source has none) through ``source`` or the
-    set's stored source query; (None, why) when neither exists."""
-    rows = set_texts(store, embedding_set, source)
+    set's stored source query (its author's alone); (None, why) when neither can be read."""
+    try:
+        rows = set_texts(store, embedding_set, source)
+    except StoredQueryOwnerError:
+        return None, (
+            f"set {embedding_set.name!r} has a source query stored by another user, which runs "
+            "for its author alone: pass --source to fit the baseline"
+        )
     if rows is None:
         return None, (
             f"set {embedding_set.name!r} has no source query and no --source was given: the "
