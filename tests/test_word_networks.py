@@ -104,3 +104,5 @@ def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
     weight = net.embedding.weight.detach()
     assert weight[OTHER].abs().max() == 0 and weight[PAD].abs().max() == 0
     assert weight[2:].abs().max() > 0  # the vocabulary's own tokens start random
+    if arch == "ngrams":  # a bucket no training bigram hashes to is never trained either
+        assert net.bigrams.weight.detach().abs().max() == 0

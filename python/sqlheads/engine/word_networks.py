@@ -92,6 +92,10 @@ def build_network(
                 features = 2 * channels
             else:  # ngrams
                 self.bigrams = torch.nn.Embedding(buckets, dim)
+                # zero, as OTHER: a bucket no training bigram hashes to is never trained, and
+                # a scored text's unseen bigrams would add random vectors to its mean
+                with torch.no_grad():
+                    self.bigrams.weight.zero_()
                 features = dim
             self.mlp = torch.nn.Sequential(
                 torch.nn.Linear(features, hidden),
