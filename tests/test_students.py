@@ -21,8 +21,9 @@ from sqlheads import host, procedures
 from sqlheads.compute import columns
 from sqlheads.engine import kinds, students
 from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
 from sqlheads.engine.evaluation import stratified_split
-from sqlheads.engine.students import WordStudent, WordStudentParams
+from sqlheads.engine.students import WordStudent, WordStudentParams, encoded_token_embeddings
 from sqlheads.errors import (
     ClassMismatchError,
     ExportParityError,
@@ -116,6 +117,30 @@ def test_the_word_students_parity_check_refuses_an_export_beyond_its_tolerance(
     assert refused.value.number == 50010
     assert _count(taught, schema.models) == 1  # the teacher head only
     assert _count(taught, schema.teachers) == 0 and _count(taught, schema.soft_labels) == 0
+
+
+def test_model2vec_init_starts_each_token_from_the_encoders_vector_of_that_token_alone(
+    store: Store, rt_sample
+):
+    """init='model2vec' embeds each token of the student's vocabulary with the whole encoder,
+    as Model2Vec distils static vectors, not only the encoder's input table."""
+    encoders.register_encoder(store)
+    encoder = store.find_encoder(host.DEFAULT_ENCODER)
+    onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
+    words = ["good", "great", "awful", "table"]
+    framed = Tokenizer(tokenizer_json, 16).encode(words, truncate=True)
+    assert all(len(ids) == 3 for ids in framed)  # [CLS] word [SEP]: one token each
+    vectors = encoded_token_embeddings(onnx, tokenizer_json, np.array([f[1] for f in framed]))
+    alone = OnnxEncoder(onnx, tokenizer_json, dim=encoder.dim, max_length=16).encode(words)
+    np.testing.assert_allclose(vectors, alone.vectors, atol=1e-5)
+    texts, classes = rt_sample["text"].tolist(), ["negative", "positive"]
+    gold = np.array([classes.index(v) for v in rt_sample["label"]])
+    logits = np.where(gold[:, None] == np.arange(2), 6.0, -6.0).astype(np.float32)
+    student = WordStudent(WordStudentParams(init="model2vec")).fit(
+        texts, classes, logits, gold, tokenizer_json=tokenizer_json, encoder_onnx=onnx,
+        distill=DistillParams(epochs=1),
+    )  # fmt: skip
+    assert WordStudent.from_bytes(student.to_bytes()).params.init == "model2vec"
 
 
 def test_kinds_registry_refuses_unknown_kinds_and_students():

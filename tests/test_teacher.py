@@ -36,6 +36,7 @@ from sqlheads.engine.trainer import (
     CHECKPOINT,
     Distributed,
     TunerParams,
+    adamw,
     should_compile,
     token_batches,
     use_bf16,
@@ -176,6 +177,26 @@ def test_compile_is_chosen_by_rule_only_on_cuda_with_a_few_fixed_shapes():
     assert not use_bf16("auto", CPU)
     with pytest.raises(InvalidParameterError, match="bf16"):
         use_bf16("bf16", CPU)
+
+
+def test_the_optimiser_is_adamws_fused_kernel_on_the_cpu_too_with_the_loops_steps():
+    torch.manual_seed(0)
+    fused_net = torch.nn.Linear(16, 4)
+    loop_net = torch.nn.Linear(16, 4)
+    loop_net.load_state_dict(fused_net.state_dict())
+    params = TunerParams(lr=1e-2)
+    fused = adamw(fused_net.parameters(), params)
+    assert fused.defaults["fused"]  # one kernel per step, as on CUDA
+    loop = torch.optim.AdamW(
+        loop_net.parameters(), lr=params.lr, weight_decay=params.weight_decay, foreach=False
+    )
+    rows = torch.randn(32, 16)
+    for net, optimizer in ((fused_net, fused), (loop_net, loop)):
+        for _ in range(3):
+            net(rows).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    torch.testing.assert_close(fused_net.weight, loop_net.weight)
 
 
 def test_token_budget_batches_hold_every_row_once_within_both_limits():

@@ -157,6 +157,10 @@ class Tokenizer:
         encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return sum(len(e.ids) > self.body_length for e in encoded) / len(encoded)
 
+    def frame(self, body: Sequence[int]) -> list[int]:
+        """Token ids framed as a text's are: ``[CLS] body [SEP]`` (BERT), ``<s> body </s>``."""
+        return self._prefix + list(body) + self._suffix
+
     @property
     def pad_id(self) -> int:
         return int(self._pad_id)

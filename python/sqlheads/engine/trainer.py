@@ -5,7 +5,7 @@ supplies (cross-entropy on gold labels for a teacher, the tempered KL of
 :mod:`sqlheads.engine.losses` for a student). The loop owns what makes fine-tuning cheap and
 safe: length-bucketed batches (a fixed number of rows, or a token budget) padded to a few
 widths, bf16 autocast where the device computes it natively, pinned non-blocking copies and no
-host sync per step on CUDA, fused AdamW on CUDA, warm-up then linear decay, gradient
+host sync per step on CUDA, fused AdamW (on the CPU too), warm-up then linear decay, gradient
 accumulation, early stopping on a held-out slice of the training rows, atomic checkpoints on a
 wall-clock interval written off the training thread that a killed process resumes from,
 ``torch.compile`` where it pays, and DDP sharding when launched under ``torchrun``.
@@ -144,6 +144,14 @@ def use_bf16(precision: str, device: torch.device) -> bool:
     return precision != "fp32" and supports_bf16(device)
 
 
+def adamw(parameters, params: TunerParams) -> torch.optim.AdamW:
+    """AdamW's fused kernel, on the CPU as on CUDA (PyTorch has had a CPU one since 2.4): one
+    pass over every weight a step. The per-tensor loop, PyTorch's CPU default, took 1.0 s of
+    each MiniLM step at batch 64 on 2 cores, the fused kernel 0.16 s (forward and backward
+    about 5 s; load 6.5, measured interleaved)."""
+    return torch.optim.AdamW(parameters, lr=params.lr, weight_decay=params.weight_decay, fused=True)
+
+
 @dataclass(frozen=True)
 class Distributed:
     """This process's place under ``torchrun`` (one process, rank 0, when not launched so)."""
@@ -241,12 +249,7 @@ class Tuner:
             total = min(total, p.max_steps)
         model.to(device)
         bf16 = use_bf16(p.precision, device)
-        optimizer = torch.optim.AdamW(
-            model.parameters(),
-            lr=p.lr,
-            weight_decay=p.weight_decay,
-            fused=device.type == "cuda",  # one kernel per step; not implemented on the CPU
-        )
+        optimizer = adamw(model.parameters(), p)
         from transformers import get_linear_schedule_with_warmup
 
         schedule = get_linear_schedule_with_warmup(
