@@ -1,11 +1,12 @@
 """One-shot set-up of a fresh SQL Server for sqlheads (the compose stack's ``migrate`` service).
 
-1. creates the database if it is missing; 2. runs sql/setup.sql (external scripts enabled);
-3. runs the migrations (tables, views, procedures, roles); 4. registers the default encoder;
-5. when ``SIDECAR_PASSWORD`` is set, creates the GPU sidecar's login ``heads_sidecar_login``
-(or sets its password), its user in the database, and puts it in the role ``heads_sidecar``.
-Every step is harmless to repeat. URLs: ``SQLHEADS_MSSQL_MASTER_URL`` (the master database,
-as a sysadmin) and ``SQLHEADS_MSSQL_URL`` (the sqlheads database).
+1. creates the database if it is missing, and turns READ_COMMITTED_SNAPSHOT on in it; 2. runs
+sql/setup.sql (external scripts enabled); 3. runs the migrations (tables, views, procedures,
+roles); 4. registers the default encoder; 5. when ``SIDECAR_PASSWORD`` is set, creates the GPU
+sidecar's login ``heads_sidecar_login`` (or sets its password), its user in the database, and
+puts it in the role ``heads_sidecar``. Every step is harmless to repeat. URLs:
+``SQLHEADS_MSSQL_MASTER_URL`` (the master database, as a sysadmin) and ``SQLHEADS_MSSQL_URL``
+(the sqlheads database).
 """
 
 from __future__ import annotations
@@ -15,10 +16,34 @@ import os
 import sqlheads_sql
 from sqlalchemy import Engine, create_engine, text
 
-from sqlheads import encoders, host
+from sqlheads import host
 from sqlheads.store.repository import Store
 
 SIDECAR_LOGIN = "heads_sidecar_login"
+
+# A deploy deletes and re-scores a head's predictions in one transaction (heads.deploy,
+# heads.add_version). Under plain READ COMMITTED a BI query of heads.latest_predictions waits
+# for that transaction, and lock escalation can take all of heads.predictions; with row
+# versioning a reader sees the predictions as of its statement's start, the old ones until the
+# commit, and never waits. Turning it on needs the database to itself (WITH ROLLBACK IMMEDIATE
+# ends other sessions' open transactions), so it runs only while it is off: on a fresh stack,
+# before anything else connects.
+READ_COMMITTED_SNAPSHOT = """
+DECLARE @database sysname = :database;
+DECLARE @statement nvarchar(max);
+IF EXISTS (
+    SELECT 1
+    FROM sys.databases AS d
+    WHERE d.name = @database AND d.is_read_committed_snapshot_on = 0
+)
+BEGIN
+    SET @statement = CONCAT(
+        N'ALTER DATABASE ', QUOTENAME(@database),
+        N' SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE'
+    );
+    EXEC sys.sp_executesql @statement;
+END;
+"""
 
 # The login and password are bound (@login, @password); SQL Server quotes them into the
 # statement itself (CREATE LOGIN takes no parameter for a password).
@@ -68,11 +93,12 @@ def main() -> None:
                 text("SELECT QUOTENAME(:name)"), {"name": database}
             ).scalar()
             connection.exec_driver_sql(f"CREATE DATABASE {quoted}")
+        connection.execute(text(READ_COMMITTED_SNAPSHOT), {"database": database})
         for batch in sqlheads_sql.batches(sqlheads_sql.ROOT / "setup.sql"):
             connection.exec_driver_sql(batch)
     store = Store.from_url(os.environ["SQLHEADS_MSSQL_URL"])
     print(host.init(store))
-    encoder = encoders.register_encoder(store)
+    encoder = host.register_encoder(store)
     print(f"default encoder {encoder.name} ({encoder.sha256[:12]}) registered")
     password = os.environ.get("SIDECAR_PASSWORD")
     if password:

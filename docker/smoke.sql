@@ -220,19 +220,19 @@ GRANT SELECT ON OBJECT::dbo.sqlheads_smoke_sidecar_rows TO sqlheads_smoke_analys
 DECLARE @smoke_job int;
 DECLARE @smoke_state varchar(16);
 DECLARE @smoke_waited int = 0;
-CREATE TABLE #smoke_request (
-    [set] nvarchar(128), group_id int, first_job_id int, parts int, [rows] int,
-    encoder nvarchar(128), engine varchar(16)
-);
 BEGIN TRY
-    INSERT INTO #smoke_request
+    -- Called plainly, not through INSERT ... EXEC: that would run the request inside the
+    -- INSERT's transaction, which heads.assert_no_transaction refuses (50017). The job is read
+    -- back from the queue instead of from the procedure's result row.
     EXEC sys.sp_executesql N'
         EXECUTE AS USER = N''sqlheads_smoke_analyst'';
         EXEC heads.request_embed
             @set = N''sqlheads_smoke_sidecar'',
             @source = N''SELECT item_key, body AS text FROM dbo.sqlheads_smoke_sidecar_rows'';
         REVERT;';
-    SELECT @smoke_job = r.first_job_id FROM #smoke_request AS r;
+    SELECT @smoke_job = MAX(q.job_id)
+    FROM heads.job_queue AS q
+    WHERE q.set_name = N'sqlheads_smoke_sidecar' AND q.requested_user = N'sqlheads_smoke_analyst';
     DROP TABLE dbo.sqlheads_smoke_sidecar_rows;  -- the caller's table is gone; the job is not
     WHILE @smoke_waited < 120
     BEGIN
@@ -265,11 +265,10 @@ BEGIN TRY
             EXEC heads.train
                 @head = N''sqlheads_smoke_head'',
                 @set = N''sqlheads_smoke_sidecar'',
-                @labels = N''SELECT n.k AS item_key, IIF(n.k % 2 = 0, Ngood, Nbad)
+                @labels = N''SELECT n.k AS item_key, IIF(n.k % 2 = 0, N''''good'''', N''''bad'''')
                     AS label FROM (SELECT TOP (40) ROW_NUMBER() OVER (ORDER BY o.object_id) AS k
                     FROM sys.all_objects AS o) AS n'',
-                @deploy = ''always'',
-                @progress = 0;
+                @deploy = ''always'';
             EXEC heads.predict
                 @head = N''sqlheads_smoke_head'', @set = N''sqlheads_smoke_sidecar'', @progress = 0;
             REVERT;';

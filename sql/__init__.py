@@ -154,12 +154,19 @@ def signs(revision: str) -> bool:
 # another schema (GRANT SELECT ON dbo.reviews TO heads_sidecar) is not ours to take back (issue
 # 19, point 4). Names come from the catalog and are QUOTENAME'd; ROLE_NAME is one of
 # sql/*/roles/, never a caller's value. Lists are built by STRING_AGG: Microsoft documents that
-# SELECT @v = @v + ... over rows can return a partial list.
+# SELECT @v = @v + ... over rows can return a partial list. CASCADE: a permission a DBA granted
+# WITH GRANT OPTION cannot be revoked without it (Msg 4611), and a column-level grant
+# (heads_sidecar's UPDATE of job_queue's claim columns) is revoked column by column.
 REVOKE_ROLE = """
 DECLARE @revoke nvarchar(max);
 SELECT
     @revoke = STRING_AGG(
         CONVERT(nvarchar(max), N'REVOKE ' + p.permission_name COLLATE DATABASE_DEFAULT
+            + CASE
+                WHEN p.class = 1 AND p.minor_id <> 0
+                    THEN N' (' + QUOTENAME(COL_NAME(p.major_id, p.minor_id)) + N')'
+                ELSE N''
+            END
             + CASE
                 WHEN p.class = 1
                     THEN N' ON OBJECT::' + QUOTENAME(OBJECT_SCHEMA_NAME(p.major_id)) + N'.'
@@ -167,7 +174,7 @@ SELECT
                 WHEN p.class = 3 THEN N' ON SCHEMA::' + QUOTENAME(SCHEMA_NAME(p.major_id))
                 ELSE N''
             END
-            + N' FROM ' + QUOTENAME(r.name) + N';'),
+            + N' FROM ' + QUOTENAME(r.name) + N' CASCADE;'),
         N' '
     )
 FROM sys.database_permissions AS p

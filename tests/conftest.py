@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sqlite3
+import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import func, select
 
 # Weights come from site-packages; the hub is unreachable. A fresh cache per test session
 # exercises the first-use export path, as a new user would; it holds gigabytes of exports by
@@ -18,7 +27,10 @@ if OWN_CACHE:
     os.environ["SQLHEADS_CACHE"] = OWN_CACHE
 
 from sqlheads import datasets, host  # noqa: E402
+from sqlheads.engine import kinds  # noqa: E402
+from sqlheads.engine.distillation import DistillParams  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
+from sqlheads.store.vectors import unpack_rows  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,27 +49,127 @@ def store(tmp_path) -> Store:
     return store
 
 
+def _copy(template: Path, target: Path) -> Store:
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
+        source.backup(copy)  # the WAL's pages too, unlike a file copy
+    return Store.from_url(f"sqlite:///{target}")
+
+
+@pytest.fixture(scope="session")
+def copy_sqlite() -> Callable[[Path, Path], Store]:
+    """``copy_sqlite(template, target)``: the template's copy at ``target``, opened (for fixtures
+    of any scope; tests take ``copy_database``)."""
+    return _copy
+
+
 @pytest.fixture
-def embedded(store: Store, rt_sample: pd.DataFrame) -> Store:
-    """The sample embedded into set 'reviews' with the default encoder."""
+def copy_database(tmp_path) -> Callable[..., Store]:
+    """A copy of a template SQLite file as the test's own ``heads.db`` (or ``name``): what is
+    expensive to build (embedding, training) is built once, and each test changes only its own
+    copy."""
+    return lambda template, name="heads.db": _copy(template, tmp_path / name)
+
+
+@pytest.fixture(scope="session")
+def embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
+    """The sample in table 'reviews', embedded into set 'reviews' with the default encoder."""
+    path = tmp_path_factory.mktemp("embedded") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
     rt_sample.to_sql("reviews", store.engine, index=False)
     host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    return store
+    store.engine.dispose()
+    return path
 
 
-def copied_store(template, folder) -> Store:
-    """A test's own copy of a store file that a module-scoped fixture built once."""
-    import sqlite3
+@pytest.fixture
+def embedded(embedded_template: Path, copy_database) -> Store:
+    """The sample embedded into set 'reviews' with the default encoder (a copy of its own)."""
+    return copy_database(embedded_template)
 
-    copy = folder / "heads.db"
-    with sqlite3.connect(template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+
+@pytest.fixture(scope="session")
+def taught_template(tmp_path_factory, embedded_template: Path, rt_sample: pd.DataFrame) -> Path:
+    """The embedded sample, and a small real teacher's logits for every row in a user table
+    ``teacher_logits(item_key, negative, positive)``, as an analyst would store a teacher's
+    output: the log-probabilities of head ``teacher_head`` (version 1, not deployed), trained
+    on the sample's gold labels."""
+    path = tmp_path_factory.mktemp("taught") / "heads.db"
+    store = _copy(embedded_template, path)
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(store, head="teacher_head", set_name="reviews", labels=labels, deploy="never")
+    head = kinds.model_kind("head").load(
+        store.model_blob(store.find_model("teacher_head", 1).model_id)
+    )
+    keys = rt_sample["item_key"].tolist()
+    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
+    logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
+    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
+        "teacher_logits", store.engine, index=False
+    )
+    store.engine.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def taught_tiny(rt_sample: pd.DataFrame) -> pd.DataFrame:
+    """40 reviews, 20 of each class, and a confident teacher's logits for each, a tenth of
+    them wrong: columns item_key, text, label, split, negative, positive."""
+    rows = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    positive = (rows["label"] == "positive").to_numpy(copy=True)
+    positive[::10] = ~positive[::10]
+    rows["negative"] = np.where(positive, -1.5, 1.5)
+    rows["positive"] = -rows["negative"]
+    return rows
+
+
+@pytest.fixture(scope="session")
+def encoder_student(taught_tiny: pd.DataFrame):
+    """An encoder student distilled from those logits through the kinds registry, as
+    ``distill --student encoder`` fits one: MiniLM, 3 CPU steps of 8 rows of 32 tokens, then its
+    checked fp32 export and int8 graph. Fitted once: test_kinds and test_encoder_student read it."""
+    kind = kinds.KINDS["encoder_student"]
+    params = kinds.StudentParams(
+        student=kind.student, max_length=32, max_steps=3, device="cpu"
+    ).validate()
+    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8)).validate()
+    return kind.distil(
+        taught_tiny["text"].tolist(),
+        ["negative", "positive"],
+        taught_tiny[["negative", "positive"]].to_numpy(np.float32),
+        (taught_tiny["label"] == "positive").astype(int).to_numpy(),
+        kinds.StudentFit(params, distill),
+    )
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> tuple[dict, Path]:
+    """The one full run of ``sqlheads --json demo`` in the suite, as a new user runs it (8,530
+    reviews embedded, a head trained, every row scored): its JSON and its file. Tests that
+    re-run the demo do it on a copy of this file."""
+    folder = tmp_path_factory.mktemp("demo")
+    result = run_demo(folder)
+    database = folder / "sqlheads-demo.db"
+    with closing(sqlite3.connect(database)) as c:  # all in the file itself, to be copied
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return result, database
+
+
+def run_demo(folder: Path) -> dict:
+    """``sqlheads --json demo`` run in ``folder`` as a user's shell runs it: its JSON."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "sqlheads.cli", "--json", "demo"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        timeout=900,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
 
 
 def count_rows(store: Store, table) -> int:
-    from sqlalchemy import func, select
-
     with store.engine.connect() as c:
         return int(c.execute(select(func.count()).select_from(table)).scalar_one())
 

@@ -48,6 +48,7 @@ def test_head_and_set_options_have_help(command: str, option: str, help_text: st
 
 def test_models_of_an_unknown_head_is_a_numbered_error(tmp_path):
     url = f"sqlite:///{tmp_path / 'heads.db'}"
+    assert runner.invoke(app, ["--url", url, "init"]).exit_code == 0  # models creates no file
     result = runner.invoke(app, ["--url", url, "--json", "models", "--head", "nosuch"])
     assert result.exit_code == 2
     error = json.loads(result.stdout)
@@ -58,6 +59,7 @@ def test_an_error_into_a_file_is_one_line(tmp_path):
     """stderr redirected to a file: the message is not wrapped at 80 columns."""
     log = tmp_path / "err.log"
     url = f"sqlite:///{tmp_path / 'heads.db'}"
+    assert runner.invoke(app, ["--url", url, "init"]).exit_code == 0
     with log.open("w") as stderr:
         done = subprocess.run(
             [sys.executable, "-c", CLI, "--url", url, "models", "--head", "nosuch"],
@@ -125,7 +127,7 @@ def test_request_teacher_options_have_help_and_the_jobs_defaults():
 
 def test_a_missing_sqlite_folder_names_the_path_and_the_fix(tmp_path):
     url = f"sqlite:///{tmp_path / 'no' / 'such' / 'heads.db'}"
-    result = runner.invoke(app, ["--url", url, "--json", "models"])
+    result = runner.invoke(app, ["--url", url, "--json", "init"])
     assert result.exit_code == 2
     error = json.loads(result.stdout)
     assert error["number"] == 50013
@@ -138,7 +140,7 @@ def test_a_read_only_sqlite_folder_names_the_path_and_the_fix(tmp_path):
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        result = runner.invoke(app, ["--url", f"sqlite:///{folder / 'h.db'}", "--json", "models"])
+        result = runner.invoke(app, ["--url", f"sqlite:///{folder / 'h.db'}", "--json", "init"])
     finally:
         folder.chmod(0o755)
     error = json.loads(result.stdout)

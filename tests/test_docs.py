@@ -15,7 +15,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the repository root: bench/
 
-from bench import quotes  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -74,15 +73,13 @@ def _table_rows(text: str, header: str) -> list[list[str]]:
     return rows
 
 
-def test_the_readme_headline_figures_are_the_benchmarks_own():
-    """Each row quotes a headline row of docs/benchmarks.json word for word, with the machine
-    that benchmark recorded (CPU, AVX-512 VNNI or not, cores, load)."""
-    results = quotes.results()
-    rows = _table_rows(README, "| benchmark | what | figure | machine |")
-    assert len(rows) >= 5
-    for benchmark, what, figure, machine in rows:
-        assert figure == quotes.headline(benchmark, what, results), (benchmark, what)
-        assert machine == quotes.machine_label(results[benchmark]["machine"]), (benchmark, what)
+def test_the_quick_start_benchmark_runs_the_readme_commands():
+    """bench demo measures the quick start's expected figure by the README's own commands."""
+    from bench.demo import QUICK_START
+
+    block = re.search(r"## Quick start\n.*?```bash\n(.*?)```", README, re.S).group(1)
+    commands = [line.split("   #")[0].rstrip() for line in block.splitlines()]
+    assert [f"sqlheads --url sqlite:///my.db {c}" for c in QUICK_START] == commands[:4]
 
 
 def test_the_views_reference_names_every_column_of_every_view():

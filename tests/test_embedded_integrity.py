@@ -166,32 +166,60 @@ def _start(verb: str, url: str, **arguments):
     return process, release, results
 
 
-def test_two_trainings_of_one_head_take_turns_and_never_share_a_version(embedded: Store):
+def test_two_trainings_of_one_head_run_side_by_side_and_never_share_a_version(embedded: Store):
+    """The head's lock is held only while a version is written (as heads.write_version and
+    heads.add_version hold it), never for a training: a second training of the head runs
+    while the first trains, and each writes its own version number."""
     url = embedded.engine.url.render_as_string(hide_password=False)
     first, release, results = _start(
         "train", url, head="sentiment", set_name="reviews", labels=LABELS
     )
     try:
         train = ["train", "--head", "sentiment", "--set", "reviews", "--labels", LABELS]
-        busy = _cli(url, *train, "--lock-timeout-ms", "0")
-        assert busy.returncode == 2, busy.stdout + busy.stderr
-        error = json.loads(busy.stdout)
-        assert error["number"] == 50016 and "busy" in error["error"]
-        # A second training that waits starts only when the first has finished.
-        second = subprocess.Popen(
-            [sys.executable, "-m", "sqlheads.cli", "--url", url, "--json", *train],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        second = _cli(url, *train, "--lock-timeout-ms", "0")
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert json.loads(second.stdout)["version"] == 1  # written while the first trains
     finally:
         release.set()
-    out, err = second.communicate(timeout=900)
     first.join(900)
     outcome, trained = results.get(timeout=60)
     assert outcome == "ok", trained
-    assert trained["version"] == 1
-    assert second.returncode == 0, err
-    assert json.loads(out)["version"] == 2
+    assert trained["version"] == 2
     assert sorted(embedded.read_view("model_summary", head="sentiment")["version"]) == [1, 2]
+
+
+def test_a_set_is_not_dropped_under_a_training(embedded: Store):
+    """train holds its set Shared for its whole run, as heads.train does: drop_set (Exclusive)
+    is refused instead of deleting the vectors under it."""
+    url = embedded.engine.url.render_as_string(hide_password=False)
+    child, release, results = _start(
+        "train", url, head="sentiment", set_name="reviews", labels=LABELS
+    )
+    try:
+        dropped = _cli(url, "drop-set", "--set", "reviews")
+    finally:
+        release.set()
+    child.join(900)
+    assert dropped.returncode == 2, dropped.stdout + dropped.stderr
+    assert json.loads(dropped.stdout)["number"] == 50016
+    assert results.get(timeout=60)[0] == "ok"
+
+
+def test_a_head_is_not_dropped_under_a_predict(embedded: Store):
+    """predict holds head.use Shared for its whole run, as heads.predict does, and drop_head
+    takes it Exclusive: the versions a predict scores with are not deleted under it."""
+    host.train(embedded, head="sentiment", set_name="reviews", labels=LABELS, deploy="always")
+    url = embedded.engine.url.render_as_string(hide_password=False)
+    child, release, results = _start("predict", url, head="sentiment", set_name="reviews")
+    try:
+        dropped = _cli(url, "drop-head", "--head", "sentiment", "--lock-timeout-ms", "0")
+    finally:
+        release.set()
+    child.join(900)
+    assert dropped.returncode == 2, dropped.stdout + dropped.stderr
+    assert json.loads(dropped.stdout)["number"] == 50016
+    outcome, predicted = results.get(timeout=60)
+    assert outcome == "ok" and predicted["rows"] == 600, predicted
 
 
 def test_dropping_a_set_while_another_process_embeds_it_is_refused(embedded: Store):

@@ -30,6 +30,14 @@ def test_the_diverse_queue_passes_over_near_duplicates_of_a_picked_row() -> None
     assert DiverseQueue(n=3).select(vectors, known).tolist() == [0, 1, 3]
 
 
+def test_max_cosine_one_turns_the_look_off_even_for_copies() -> None:
+    """A vector's cosine with itself can round above 1 in float32: copies must still be taken."""
+    rng = np.random.default_rng(7)  # this vector's unit dot product with itself is 1 + 2**-23
+    one = rng.standard_normal(384).astype(np.float32)
+    copies = np.vstack([one] * 5 + [rng.standard_normal((3, 384))])
+    assert DiverseQueue(n=8, max_cosine=1.0).select(copies).tolist() == list(range(8))
+
+
 @pytest.mark.parametrize(("n", "cosine"), [(0, 0.9), (3, 0.0), (3, 1.5)])
 def test_the_diverse_queue_refuses_out_of_range_parameters(n: int, cosine: float) -> None:
     with pytest.raises(InvalidParameterError) as refused:

@@ -66,11 +66,8 @@ def ints_template(tmp_path_factory, rt_sample) -> Path:
 
 
 @pytest.fixture
-def ints(ints_template: Path, tmp_path) -> Store:
-    copy = tmp_path / "heads.db"
-    with sqlite3.connect(ints_template) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-    return Store.from_url(f"sqlite:///{copy}")
+def ints(ints_template: Path, copy_database) -> Store:
+    return copy_database(ints_template)
 
 
 def _stored(store: Store, table) -> list[tuple]:

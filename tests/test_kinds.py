@@ -25,18 +25,16 @@ CLASSES = ["negative", "positive"]
 
 
 @pytest.fixture(scope="module")
-def rows(rt_sample: pd.DataFrame) -> pd.DataFrame:
-    """40 reviews, 20 of each class."""
-    return pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+def rows(taught_tiny: pd.DataFrame) -> pd.DataFrame:
+    """40 reviews, 20 of each class, and a confident teacher's logits (a tenth of them wrong):
+    the rows the session's encoder student was distilled from."""
+    return taught_tiny
 
 
 def _teaching(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Gold class indices and a confident teacher's logits (a tenth of them wrong)."""
+    """Gold class indices and the teacher's logits."""
     gold = (rows["label"] == "positive").astype(int).to_numpy()
-    teacher_says = gold.copy()
-    teacher_says[::10] = 1 - teacher_says[::10]
-    logits = np.where(teacher_says[:, None] == np.arange(2), 1.5, -1.5).astype(np.float32)
-    return gold, logits
+    return gold, rows[CLASSES].to_numpy(np.float32)
 
 
 def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, encoder=(None, None), **options):
@@ -48,12 +46,12 @@ def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, encoder=(None,
     return kind.distil(inputs, CLASSES, logits, gold, fit)
 
 
-def fit_head(rows: pd.DataFrame, tmp_path):
+def fit_head(rows: pd.DataFrame, tmp_path, request):
     vectors = np.random.default_rng(0).normal(size=(len(rows), 16)).astype(np.float32)
     return _distilled(kinds.KINDS["head"], vectors, rows), vectors
 
 
-def fit_word_student(rows: pd.DataFrame, tmp_path):
+def fit_word_student(rows: pd.DataFrame, tmp_path, request):
     store = Store.from_url(f"sqlite:///{tmp_path / 'heads.db'}")
     host.init(store)
     encoder = encoders.register_encoder(store)
@@ -63,20 +61,19 @@ def fit_word_student(rows: pd.DataFrame, tmp_path):
     return model, texts
 
 
-def fit_encoder_student(rows: pd.DataFrame, tmp_path):
-    texts = rows["text"].tolist()
-    model = _distilled(
-        kinds.KINDS["encoder_student"], texts, rows, max_length=32, max_steps=2, device="cpu"
-    )
-    return model, texts
+def fit_encoder_student(rows: pd.DataFrame, tmp_path, request):
+    """The session's encoder student (tests/conftest.py): distilled through this registry on
+    these rows and this teacher's logits, 3 CPU steps; fitted once for this test and
+    test_encoder_student.py."""
+    return request.getfixturevalue("encoder_student"), rows["text"].tolist()
 
 
-def fit_tfidf_student(rows: pd.DataFrame, tmp_path):
+def fit_tfidf_student(rows: pd.DataFrame, tmp_path, request):
     texts = rows["text"].tolist()
     return _distilled(kinds.KINDS["tfidf_student"], texts, rows), texts
 
 
-def fit_teacher(rows: pd.DataFrame, tmp_path):
+def fit_teacher(rows: pd.DataFrame, tmp_path, request):
     """The teacher is trained on gold labels by the sidecar's job; its blob is its export."""
     from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
 
@@ -116,9 +113,9 @@ def test_the_registry_says_how_each_kind_is_fitted_and_where(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
-def test_fit_then_bytes_then_load_scores_the_same(name: str, rows, tmp_path) -> None:
+def test_fit_then_bytes_then_load_scores_the_same(name: str, rows, tmp_path, request) -> None:
     kind = kinds.KINDS[name]
-    model, inputs = FITTERS[name](rows, tmp_path)
+    model, inputs = FITTERS[name](rows, tmp_path, request)
     blob = model.to_bytes()
     assert isinstance(blob, bytes) and not blob.startswith(b"\x80")  # no pickle protocol header
     loaded = kind.load(blob)

@@ -20,7 +20,7 @@ from sqlheads.store.repository import Store
 def test_down_to_each_revision_and_back_up(tmp_path: Path) -> None:
     store = Store.from_url(f"sqlite:///{tmp_path / 'chain.db'}")
     host.init(store)
-    for target in ("0004", "0003", "0002", "0001"):
+    for target in ("0006", "0004", "0003", "0002", "0001"):
         migrations.migrate(store, target, downgrade=True)
         with store.engine.connect() as c:
             assert MigrationContext.configure(c).get_current_revision() == target
@@ -55,3 +55,13 @@ def test_a_store_holding_predictions_goes_down_and_up_losing_nothing(
         assert c.exec_driver_sql("PRAGMA foreign_keys").scalar_one() == 1
         assert c.exec_driver_sql("PRAGMA foreign_key_check").all() == []
     assert len(store.read_view("latest_predictions", head="sentiment")) == 40
+
+
+def test_the_views_flags_have_a_declared_type(store: Store) -> None:
+    """BI tools read a view column's declared type: is_deployed and below_baseline are
+    INTEGER, as every other number of model_summary, never NULL (no type)."""
+    with store.engine.connect() as c:
+        table_info = c.exec_driver_sql("PRAGMA table_info(model_summary)").all()
+    declared = {row[1]: row[2] for row in table_info}
+    assert declared["version"] == "INTEGER"
+    assert (declared["is_deployed"], declared["below_baseline"]) == ("INTEGER", "INTEGER")

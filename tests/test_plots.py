@@ -5,12 +5,13 @@ real heads, a word student distilled from a real head's logits, a real queued jo
 from __future__ import annotations
 
 import json
+import struct
 
 import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
-from sqlheads import host
+from sqlheads import host, plots, report
 from sqlheads.cli import app
 from sqlheads.engine import kinds
 from sqlheads.sidecar.requests import request_embed
@@ -62,6 +63,23 @@ def test_plots_are_written(embedded: Store, rt_sample: pd.DataFrame, tmp_path):
     for name in ("v.png", "s.png", "j.png"):
         data = (tmp_path / name).read_bytes()
         assert data[:8] == PNG and len(data) > 5_000, name
+    # an embed job has no loss curve: one panel, as wide as the other plots (640 px at 100 dpi)
+    width, height = struct.unpack(">II", (tmp_path / "j.png").read_bytes()[16:24])
+    assert width == 640 and height < 440, (width, height)
+    # every version's label lies inside the axes, whatever its point's place
+    points, baseline = report.student_points(embedded, "sentiment")
+    plt = report.pyplot()
+    figure, ax = plt.subplots(figsize=plots.SIZE)
+    report.draw_students(ax, "sentiment", points, baseline)
+    figure.canvas.draw()
+    frame = ax.get_window_extent()
+    labels = [text for text in ax.texts if " v" in text.get_text()]
+    assert len(labels) >= 2
+    for text in labels:
+        box = text.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, text.get_text()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1, text.get_text()
+    plt.close(figure)
 
     refused = runner.invoke(app, ["--url", url, "--json", "plot", "job", "--job-id", "999"])
     assert refused.exit_code == 2 and json.loads(refused.stdout)["number"] == 50001

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,9 @@ def test_ci_runs_the_readme_install_and_test_commands_in_a_new_venv():
 
 # -- the shell blocks of the README and of the site's pages, run in order (issue 20) -----------
 
-SHELL_BLOCK = re.compile(r"^```(bash|sh)\n(.*?)^```", re.M | re.S)
+# A fence may be indented (a block inside a list item, as in the DBA guide's steps): its lines
+# are read without that indent, as Markdown reads them.
+SHELL_BLOCK = re.compile(r"^( *)```(bash|sh)\n(.*?)^\1```", re.M | re.S)
 # Blocks this test cannot run here, by a phrase they contain, and why.
 NOT_HERE = {
     "docker compose": "needs Docker (the SQL Server stack)",
@@ -86,7 +89,9 @@ def _blocks() -> list[tuple[str, int, str]]:
     for page in _pages():
         text = (ROOT / page).read_text(encoding="utf-8")
         for match in SHELL_BLOCK.finditer(text):
-            found.append((page, text.count("\n", 0, match.start()) + 1, match.group(2)))
+            indent = len(match.group(1))
+            block = "".join(line[indent:] for line in match.group(3).splitlines(keepends=True))
+            found.append((page, text.count("\n", 0, match.start()) + 1, block))
     return found
 
 
@@ -103,9 +108,13 @@ def _why_not(block: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def docs_dir(tmp_path_factory) -> Path:
-    """One directory for every page: the README's demo and quick start serve all of them."""
-    return tmp_path_factory.mktemp("docs")
+def docs_dir(tmp_path_factory, demo_run) -> Path:
+    """One directory for every page: the README's demo and quick start serve all of them. It
+    starts with the demo's file from the suite's one full demo run (tests/conftest.py), so the
+    README's demo blocks re-run it in place, as a user's second run."""
+    folder = tmp_path_factory.mktemp("docs")
+    shutil.copyfile(demo_run[1], folder / "sqlheads-demo.db")
+    return folder
 
 
 def _already_run(page: str, line: int, block: str) -> str | None:
@@ -174,10 +183,23 @@ def _sqlheads_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
+def test_indented_blocks_are_read_too():
+    """The DBA guide's deployment steps hold their blocks inside a list, indented: those
+    commands (``sqlheads --url "mssql+..." init``) are parsed against the CLI as well."""
+    parsed = [(where, args) for where, args in _sqlheads_commands() if "dba.md" in where]
+    assert any(
+        args[:1] == ["--url"] and args[1].startswith("mssql+") and "init" in args
+        for _, args in parsed
+    ), parsed
+    pip = [b for page, _, b in BLOCKS if page.endswith("dba.md") and "pip install" in b]
+    assert pip and all(not line.startswith(" " * 5) for b in pip for line in b.splitlines())
+
+
 def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist():
     """The blocks a CPU cannot run (a GPU sidecar, SQL Server) are at least commands the CLI
     accepts: each is parsed as ``sqlheads`` would parse it, without running it."""
     import typer.main
+    from typer.core import TyperGroup
 
     from sqlheads.cli import app
 
@@ -187,7 +209,7 @@ def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist(
     for where, arguments in commands:
         context = group.context_class(group, info_name="sqlheads")
         try:  # the group's own options (its base's parse_args: no verb is run), then the verb's
-            rest = super(type(group), group).parse_args(context, list(arguments))
+            rest = super(TyperGroup, group).parse_args(context, list(arguments))
             name, verb, rest = group.resolve_command(context, rest)
             verb.make_context(name, rest, parent=context)
         except Exception as error:  # typer's own copy of click raises its own usage errors

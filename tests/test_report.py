@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
@@ -78,8 +79,28 @@ def test_report_writes_the_page_and_the_figures_numbers(trained: Store, rt_sampl
             ).all()
         )
     assert [points[str(epoch)] for epoch in range(1, len(losses) + 1)] == pytest.approx(losses)
-    per_class = figure_values(trained, result["model_id"], "per_class")
-    assert len(per_class) == 3 * 2 and all(0 <= v <= 1 for v in per_class)
+    # precision, recall and F1 of each class: those of the stored held-out confusion matrix
+    with trained.engine.connect() as connection:
+        per_class = {
+            (r.series, r.x): r.value
+            for r in connection.execute(
+                select(
+                    s.model_figures.c.series, s.model_figures.c.x, s.model_figures.c.value
+                ).where(
+                    s.model_figures.c.model_id == result["model_id"],
+                    s.model_figures.c.figure == "per_class",
+                )
+            )
+        }
+    classes, counts = json.loads(record["classes_json"]), np.array(matrix)  # true x predicted
+    assert len(per_class) == 3 * len(classes) == 3 * 2
+    for i, name in enumerate(classes):
+        precision, recall = counts[i, i] / counts[:, i].sum(), counts[i, i] / counts[i].sum()
+        assert per_class[("precision", name)] == pytest.approx(precision)
+        assert per_class[("recall", name)] == pytest.approx(recall)
+        assert per_class[("f1", name)] == pytest.approx(
+            2 * precision * recall / (precision + recall)
+        )
 
     stored = figure_count(trained)
     build_report(trained, HEAD, out_dir=tmp_path / "again")

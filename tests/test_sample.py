@@ -61,3 +61,20 @@ def test_the_quick_starts_ids_are_not_ordered_by_label(store: Store, monkeypatch
     with store.engine.connect() as c:
         first = c.exec_driver_sql("SELECT DISTINCT sentiment FROM labels WHERE id <= 10").scalars()
         assert set(first) == {"negative", "positive"}
+
+
+def test_a_sampled_demo_holds_the_reviews_load_sample_takes(store: Store, monkeypatch):
+    """SQLHEADS_SAMPLE_ROWS=N runs the demo on N reviews, the very ones load-sample's rt_labels
+    hold, so that the documentation's blocks run on one sample from the demo on."""
+    from sqlheads.demo import run_demo
+
+    monkeypatch.setenv("SQLHEADS_SAMPLE_ROWS", "60")
+    result = run_demo(_url(store))
+    assert result["rows"] == 60 and result["predictions_in_view"] == 60
+    loaded = runner.invoke(app, ["--url", _url(store), "--json", "load-sample"])
+    assert loaded.exit_code == 0, loaded.output
+    with store.engine.connect() as c:
+        demo = set(c.exec_driver_sql("SELECT item_key FROM rt_reviews").scalars())
+        labels = set(c.exec_driver_sql("SELECT item_key FROM rt_labels").scalars())
+        logits = set(c.exec_driver_sql("SELECT item_key FROM teacher_logits").scalars())
+    assert demo == labels == logits and len(demo) == 60

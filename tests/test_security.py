@@ -1,7 +1,7 @@
-"""Issue 19, the second SQL Server audit, checked without a server: the role revoker keeps to
-the heads schema (point 4), lists are aggregated, never concatenated row by row (4), and the
-smaller points (6) where the T-SQL and Python must agree. The live halves are in
-tests/test_sqlserver_live_security.py."""
+"""Issue 19, the second SQL Server audit, checked without a server: lists are aggregated, never
+concatenated row by row (point 4), and the smaller points (6) where the T-SQL and Python must
+agree. The role revoker and the transactions of heads.write_version are read as statements in
+tests/test_sqlserver_statements.py. The live halves are in tests/test_sqlserver_live_security.py."""
 
 from __future__ import annotations
 
@@ -45,17 +45,6 @@ def test_lists_are_built_with_string_agg(name: str, sql: str) -> None:
     assert not found, f"{name}: build the list with STRING_AGG, not {found}"
 
 
-def test_the_role_revoker_keeps_to_the_heads_schema() -> None:
-    """A DBA's ``GRANT SELECT ON dbo.reviews TO heads_sidecar`` survives every revision."""
-    where = sqlheads_sql.REVOKE_ROLE[sqlheads_sql.REVOKE_ROLE.index("WHERE") :]
-    classes = re.findall(r"\(p\.class = (\d) AND ([^)]*\)?[^)]*)\)", where)
-    assert dict(classes) == {
-        "1": "OBJECT_SCHEMA_NAME(p.major_id) = N'heads'",
-        "3": "SCHEMA_NAME(p.major_id) = N'heads'",
-        "0": "p.permission_name IN (N'EXECUTE ANY EXTERNAL SCRIPT')",
-    }, classes
-
-
 def test_the_database_permissions_it_revokes_are_the_ones_role_files_grant() -> None:
     """Class 0 (database) permissions are revoked by name: those some role file grants."""
     granted = {
@@ -69,11 +58,15 @@ def test_the_database_permissions_it_revokes_are_the_ones_role_files_grant() -> 
     assert granted and granted <= names, (granted, names)
 
 
-def test_request_embed_cuts_keys_in_bigint() -> None:
-    """``@cut * @keys`` in int overflows at about 34M keys (46,341 parts x 46,341 keys...)."""
+def test_request_embed_counts_keys_and_rows_in_bigint() -> None:
+    """``@cut * @keys`` in int overflows at about 34M keys (46,341 parts x 46,341 keys...),
+    and the counts themselves past 2^31 rows (the third audit, point 5)."""
     code = strip_comments_and_strings(BY_NAME["heads.request_embed"].read_text())
     assert "(@cut * @keys)" not in code
     assert re.search(r"CAST\(@cut AS bigint\) \* @keys", code)
+    declared = dict(re.findall(r"DECLARE (@\w+) (\w+)", code))
+    assert declared["@keys"] == declared["@rows"] == "bigint"
+    assert "@@ROWCOUNT" not in code and "position bigint" in code
 
 
 def python_whitespace() -> set[int]:
@@ -88,7 +81,9 @@ def test_predict_and_python_agree_on_whitespace_only_text() -> None:
     assert blank, "predict.sql: declare @blank, Python's whitespace, and TRIM(@blank FROM text)"
     codes = {int(n) for n in re.findall(r"NCHAR\((\d+)\)", blank.group(1))}
     assert codes == python_whitespace()
-    assert "TRIM(@blank FROM b.text) <> N''" in text and "LEN(b.text) > 0" not in text
+    # in BIN2: under the database collation some characters compare equal to N''
+    assert "TRIM(@blank FROM b.text COLLATE Latin1_General_100_BIN2) <> N''" in text
+    assert "TRIM(@blank FROM b.text) <> N''" not in text and "LEN(b.text) > 0" not in text
 
 
 def test_soft_label_classes_with_dots_come_back_whole() -> None:
@@ -132,28 +127,21 @@ def test_distill_reads_the_deploy_policy_in_any_case(rt_sample) -> None:
 
 def test_the_extensibility_package_is_pinned_to_the_servers_version() -> None:
     """Feature packages depend on the exact mssql-server version (mssql-docker#232, #270):
-    the image installs mssql-server-extensibility at the base image's own version, then sets
-    it up as Microsoft's Linux install does (checkinstallextensibility.sh, mssql_satellite,
-    /var/opt/mssql-extensibility)."""
+    the image installs mssql-server-extensibility with apt, as Microsoft's SQL Server 2022
+    Linux page does, at the base image's own version, with service starts refused while it
+    installs (policy-rc.d), then sets it up as Microsoft's Linux install does
+    (checkinstallextensibility.sh, mssql_satellite, /var/opt/mssql-extensibility)."""
     from test_sqlserver_setup import DOCKERFILE, instructions
 
     run = " ".join(i for i in instructions(DOCKERFILE) if i.startswith("RUN"))
     assert "dpkg-query -W -f='${Version}' mssql-server" in run
-    assert 'mssql-server-extensibility="${MSSQL_VERSION}"' in run
+    install = (
+        'apt-get install -y --no-install-recommends mssql-server-extensibility="${MSSQL_VERSION}"'
+    )
+    assert install in run and "dpkg --unpack" not in run and "postinst" not in run
+    assert run.index("exit 101") < run.index(install) < run.index("rm -f /usr/sbin/policy-rc.d")
     assert "/opt/mssql/bin/checkinstallextensibility.sh" in run
     assert "mssql_satellite" in run and "/var/opt/mssql-extensibility" in run
-
-
-def test_python_runs_outside_the_heads_exclusive_lock() -> None:
-    """write_version asks Python again (heads.decide_run) with no transaction open, so the
-    head's Exclusive lock is never held while a Python process starts; it writes only when
-    the deployed version is still the one Python decided against (issue 19, point 6)."""
-    text = strip_comments_and_strings(BY_NAME["heads.write_version"].read_text())
-    decide = text.index("EXEC heads.decide_run")
-    # the transaction that saw the change is committed before Python, and a new one taken
-    before = text[:decide]
-    assert before.rindex("COMMIT TRANSACTION") > before.rindex("BEGIN TRANSACTION")
-    assert "WHILE" in before
 
 
 def test_distill_stores_soft_labels_before_the_version_transaction() -> None:

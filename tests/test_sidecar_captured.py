@@ -92,7 +92,9 @@ def test_a_request_refuses_duplicate_labels_before_anything_is_queued(reviews: S
     twice = "SELECT item_key, label FROM review_labels UNION ALL SELECT 'x', 'good' FROM reviews"
     reviews.add_set("reviews", encoders.resolve_encoder(reviews, None).encoder_id, "window")
     with reviews.engine.begin() as c:
-        c.execute(update(s.embedding_sets).values(source_query=SOURCE))
+        c.execute(
+            update(s.embedding_sets).values(source_query=SOURCE, source_user=getpass.getuser())
+        )
     with pytest.raises(InvalidParameterError) as refused:
         request_teacher(reviews, head="sent", set_name="reviews", labels=twice)
     assert refused.value.number == 50012 and "more than once" in str(refused.value)
@@ -114,8 +116,45 @@ def test_jobs_record_who_asked_and_only_the_requester_may_cancel(reviews: Store)
         )
     with pytest.raises(JobOwnerError) as refused:
         cancel_job(reviews, job_id=job_id)
-    assert refused.value.number == 50070 and "someone_else" in str(refused.value)
+    # the refusal names no other user
+    assert refused.value.number == 50070 and "someone_else" not in str(refused.value)
     assert JobQueue(reviews).get(job_id).state == "queued"
     with reviews.engine.begin() as c:  # back to its requester, who may cancel it
         c.execute(update(s.job_queue).values(requested_user=getpass.getuser()))
     assert cancel_job(reviews, job_id=job_id)["state"] == "cancelled"
+
+
+def test_an_embed_part_embeds_every_row_its_request_captured(reviews: Store) -> None:
+    """The request decides which part holds a row (heads.request_embed cuts the keys in BIN2,
+    UTF-16 code units, where U+1F600 sorts before U+FFFD; Python compares code points, where
+    it sorts after): a part embeds the rows captured with it and filters none out again."""
+    smiley, replacement = "\U0001f600", "\ufffd"
+    rows = pd.DataFrame(
+        {"item_key": [smiley, replacement], "text": ["a moving film", "a dull film"]}
+    )
+    JobQueue(reviews).enqueue(
+        "embed",
+        "cut",
+        {"source": SOURCE, "encoder": encoders.resolve_encoder(reviews, None).name},
+        ranges=[(None, replacement), (replacement, None)],  # as BIN2 cuts them
+        inputs=[rows.iloc[[0]], rows.iloc[[1]]],
+    )
+    ran = _sidecar(reviews)
+    assert [j["state"] for j in ran["jobs"]] == ["done", "done"]
+    found = reviews.require_set("cut")
+    assert reviews.set_counts(found.set_id) == {"set_rows": 2, "set_rejects": 0}
+
+
+def test_an_embed_job_records_its_requester_as_the_author_of_the_source(reviews: Store) -> None:
+    """The set's source query is the requester's, so it runs for the requester alone: the
+    sidecar records the job's requester as its author, never itself."""
+    requested = request_embed(reviews, set_name="theirs", source=SOURCE, engine="onnx")
+    with reviews.engine.begin() as c:
+        c.execute(
+            update(s.job_queue)
+            .where(s.job_queue.c.job_id.in_(requested["job_ids"]))
+            .values(requested_user="alice")
+        )
+    assert [j["state"] for j in _sidecar(reviews)["jobs"]] == ["done"]
+    found = reviews.require_set("theirs")
+    assert (found.source_query, found.source_user) == (SOURCE, "alice")

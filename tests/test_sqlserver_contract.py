@@ -20,7 +20,7 @@ from sqlserver_tsql import (
 
 from sqlheads.compute.columns import DISTILL_OUTPUT, EMBED_OUTPUT, PREDICT_OUTPUT, TRAIN_OUTPUT
 from sqlheads.errors import ERRORS
-from sqlheads.store import queue_drift, schema
+from sqlheads.store import queue_drift, schema, server_versions
 
 # The procedures analysts and admins call, as they stand at the newest revision.
 PUBLIC = sorted(
@@ -161,6 +161,8 @@ CALLER_TEMPS = {
     name: columns
     for path in sqlheads_sql.object_files()
     for name, columns in temp_tables(strip_comments_and_strings(path.read_text())).items()
+} | {  # made by the Python that calls the procedure (heads.store_soft_labels reads it)
+    server_versions.SOFT_LABELS_STAGE: server_versions.SOFT_LABELS_COLUMNS
 }
 
 

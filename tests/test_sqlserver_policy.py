@@ -14,7 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import sqlheads_sql
-from sqlserver_tsql import ROOT, procedure_parameters, strip_comments_and_strings
+from sqlserver_tsql import (
+    ROOT,
+    procedure_parameters,
+    statements,
+    strip_comments_and_strings,
+    tokens,
+)
 
 from sqlheads import procedures, settings
 from sqlheads.engine.heads import HeadParams
@@ -242,17 +248,38 @@ def test_progress_messages_only_when_asked() -> None:
 
 
 def grants() -> dict[str, set[str]]:
-    """``{grantee: {"PERMISSION ON target"}}`` from the current role files and the signer."""
+    """``{grantee: {"PERMISSION ON target"}}`` from the current role files and the signer,
+    read as GRANT statements (a column grant is ``UPDATE (a, b) ON ...``, its columns sorted)."""
     found: dict[str, set[str]] = {}
     for path in CURRENT:
-        for permissions, target, grantee in re.findall(
-            r"^\s*GRANT ([A-Z ,]+?)(?: ON (\S+))? TO (\w+);", code(path), re.M
-        ):
-            for permission in permissions.split(","):
-                found.setdefault(grantee, set()).add(
-                    f"{permission.strip()} ON {target}" if target else permission.strip()
-                )
+        for batch in sqlheads_sql.batches(path):
+            for statement in _walk(statements(tokens(batch))):
+                if statement.kind == "GRANT":
+                    grantee, permissions = _grant(statement.text)
+                    found.setdefault(grantee, set()).update(permissions)
     return found
+
+
+def _walk(body):
+    for statement in body:
+        yield statement
+        yield from _walk(statement.body + statement.orelse + statement.catch)
+
+
+def _grant(text: str) -> tuple[str, set[str]]:
+    match = re.fullmatch(r"GRANT (.+?)(?: ON (\S+(?: :: \S+)?))? TO (\w+)", text)
+    assert match, text
+    listed, target, grantee = match.groups()
+    target = target.replace(" :: ", "::") if target else None
+    permissions = set()
+    for permission in re.findall(r"[A-Z][A-Z ]*?(?: \([^)]*\))?(?= ,|$)", listed):
+        words = permission.split(" (")
+        name = words[0].strip()
+        if len(words) > 1:
+            columns = ", ".join(sorted(c.strip() for c in words[1].rstrip(")").split(",")))
+            name = f"{name} ({columns})"
+        permissions.add(f"{name} ON {target}" if target else name)
+    return grantee, permissions
 
 
 def test_only_the_certificate_user_may_run_external_scripts() -> None:
@@ -260,28 +287,31 @@ def test_only_the_certificate_user_may_run_external_scripts() -> None:
     assert holders == {"heads_external_script"}
 
 
+# The internal procedures a role may run: the scoped writes (sql/0007/internal/), each of
+# which checks the job a sidecar holds, or heads_admin (heads.assert_job_held).
+SCOPED_WRITES = {
+    "heads_sidecar": {"heads.add_version", "heads.store_soft_labels", "heads.job_set"},
+    "heads_admin": {"heads.add_version", "heads.store_soft_labels"},
+}
+
+
 def test_roles_get_the_doors_and_nothing_behind_them() -> None:
     found = grants()
     public = {f"heads.{p.stem}" for p in PUBLIC}
     internal = {n for n, p in BY_NAME.items() if p.parent.name == "internal"}
-    # heads.add_version is the one internal procedure a role may run: the sidecar's one door
-    # (the test below), and the admin's, whose Python CLI writes versions through it too.
-    executable = {
-        target.split("::")[1]
-        for role, perms in found.items()
-        if role != "heads_sidecar"
-        for perm in perms
-        if perm.startswith("EXECUTE ON") and perm != "EXECUTE ON OBJECT::heads.add_version"
-        for target in [perm.split(" ON ")[1]]
-    }
-    assert "EXECUTE ON OBJECT::heads.add_version" in found["heads_admin"]
-    assert executable <= public and not executable & internal
+    for role, perms in found.items():
+        executable = {p.split("::")[1] for p in perms if p.startswith("EXECUTE ON")}
+        doors = executable - SCOPED_WRITES.get(role, set())
+        assert doors <= public and not doors & internal, role
+        assert SCOPED_WRITES.get(role, set()) <= executable, role
     analyst = {p.split("::")[1] for p in found["heads_analyst"] if p.startswith("EXECUTE ON")}
     assert analyst == public - {"heads.drop_head", "heads.drop_set"}
     assert all(p.startswith("SELECT ON") for p in found["heads_reader"])
     readable = {p.split("::")[1] for p in found["heads_reader"]}
     views = {n for n, p in BY_NAME.items() if p.parent.name == "views"}
     assert readable == views
+    # Analysts read the sets through heads.sets, never the table holding others' query texts.
+    assert not any("embedding_sets" in p for p in found["heads_analyst"] | found["heads_reader"])
 
 
 def test_signed_modules_run_only_fixed_python() -> None:
@@ -346,33 +376,38 @@ def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:
 # -- the sidecar (revision 0005) --------------------------------------------------------------
 
 
-def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes() -> None:
-    """No external script: the sidecar runs its own Python. One procedure, heads.add_version,
-    writes its versions and deployments (issue 19, point 2: it deletes the predictions a deploy
-    replaces, which no table grant of the role allows); table grants otherwise, each one a
-    statement of sqlheads.sidecar (worker, embed, teacher) writes."""
+def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes(tmp_path) -> None:
+    """No external script: the sidecar runs its own Python. Its writes of sets, versions and
+    soft labels go through procedures scoped to the job it holds (the third audit): it holds
+    no INSERT or UPDATE on embedding_sets (it could store a query under another user's name),
+    teachers or soft_labels, nor any write of models or deployments; it may UPDATE only the
+    job_queue columns its claims, heartbeats and results write, which a real job's whole life
+    on SQLite shows: never the requester, the parameters, or the cancel flag."""
     sidecar = grants()["heads_sidecar"]
     assert {p for p in sidecar if p.startswith("EXECUTE")} == {
-        "EXECUTE ON OBJECT::heads.add_version"
+        f"EXECUTE ON OBJECT::{name}" for name in SCOPED_WRITES["heads_sidecar"]
     }
-    tables = {}
-    for permission in sidecar - {"EXECUTE ON OBJECT::heads.add_version"}:
-        verb, target = permission.split(" ON OBJECT::heads.")
-        tables.setdefault(target, set()).add(verb)
+    tables: dict[str, set[str]] = {}
+    for permission in sidecar:
+        if not permission.startswith("EXECUTE"):
+            verb, target = permission.split(" ON OBJECT::heads.")
+            tables.setdefault(target, set()).add(verb)
+    columns = sidecar_job_queue_updates(tmp_path)
     assert tables == {
-        "job_queue": {"SELECT", "UPDATE"},
+        "job_queue": {"SELECT", f"UPDATE ({', '.join(sorted(columns))})"},
         "job_inputs": {"SELECT", "DELETE"},  # what each request captured (issue 19)
         "encoders": {"SELECT"},
         "settings": {"SELECT"},
-        "embedding_sets": {"SELECT", "INSERT", "UPDATE"},
+        "embedding_sets": {"SELECT"},  # created and given a source by heads.job_set
         "embeddings": {"SELECT", "INSERT", "DELETE"},
         "rejects": {"SELECT", "INSERT", "DELETE"},
         "models": {"SELECT"},  # written through heads.add_version
         "model_figures": {"SELECT"},
         "deployments": {"SELECT"},  # written through heads.add_version
-        "teachers": {"SELECT", "INSERT", "UPDATE"},
-        "soft_labels": {"SELECT", "INSERT", "DELETE"},
+        "teachers": {"SELECT"},  # written through heads.store_soft_labels
+        "soft_labels": {"SELECT"},
     }
+    assert not {"requested_user", "requested_by", "parameters_json", "cancel_requested"} & columns
     # Analysts request and cancel, and read the queue through the view, never the table.
     analyst = grants()["heads_analyst"]
     assert {"EXECUTE ON OBJECT::heads.request_embed", "EXECUTE ON OBJECT::heads.cancel_job"} <= (
@@ -380,6 +415,58 @@ def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes() -> None
     )
     assert not any("job_queue" in p for p in analyst | grants()["heads_reader"])
     assert "SELECT ON OBJECT::heads.jobs" in grants()["heads_reader"]
+
+
+def sidecar_job_queue_updates(tmp_path) -> set[str]:
+    """The job_queue columns a sidecar's UPDATEs name over every path of a job's life: a
+    claim, heartbeats, progress, a finish, a transient failure put back, a release, a cancel
+    honoured, a stale job taken over, cancelled or failed for good."""
+    from datetime import datetime
+
+    from sqlalchemy import event, update
+
+    from sqlheads import host
+    from sqlheads.errors import BusyError
+    from sqlheads.store import schema
+    from sqlheads.store.jobs import JobQueue
+    from sqlheads.store.repository import Store
+
+    store = Store.from_url(f"sqlite:///{tmp_path / 'queue.db'}")
+    host.init(store)
+    queue = JobQueue(store, stale_after_seconds=1)
+    written: set[str] = set()
+
+    def record(conn, cursor, statement, parameters, context, executemany) -> None:
+        found = re.match(r"UPDATE job_queue SET (.*?)(?: WHERE|$)", statement, re.S)
+        if found and recording:
+            written.update(re.findall(r"(\w+)=", found.group(1)))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    recording = False
+    jobs = [queue.enqueue("embed", f"s{i}", {"source": "SELECT 1"})[0] for i in range(6)]
+    recording = True
+    for _ in jobs:
+        assert queue.claim("w1", ("embed",)) is not None
+    first, transient, released, cancelled, failed, stale = (j.job_id for j in jobs)
+    queue.heartbeat(first, "w1")
+    queue.progress(first, "w1", 1, 2, "stage")
+    queue.finish(first, "w1", {"ok": True}, (2, 2))
+    queue.fail(transient, "w1", BusyError("busy"))  # transient: queued again
+    queue.release(released, "w1")
+    queue.mark_cancelled(cancelled, "w1")
+    queue.fail(failed, "w1", ValueError("for good"))
+    recording = False
+    with store.engine.begin() as c:  # its sidecar went silent, and an analyst asked to cancel
+        c.execute(
+            update(schema.job_queue)
+            .where(schema.job_queue.c.job_id == stale)
+            .values(heartbeat_at=datetime(2000, 1, 1), cancel_requested=1)
+        )
+    recording = True
+    while queue.claim("w2", ("embed",)) is not None:  # takes over what is claimable again
+        pass
+    event.remove(store.engine, "before_cursor_execute", record)
+    return written
 
 
 @pytest.mark.parametrize("name", ["request_embed", "request_teacher"])

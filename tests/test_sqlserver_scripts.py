@@ -17,6 +17,7 @@ from sqlserver_tsql import ExternalCall, external_calls, input_columns
 
 from sqlheads import procedures, settings, sqlserver
 from sqlheads.compute import columns, teach
+from sqlheads.engine import kinds
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 CALLS = {call.path.stem: call for call in external_calls()}
@@ -181,7 +182,12 @@ def test_train_then_predict_scripts() -> None:
     out = scored["OutputDataSet"]
     assert_typed(out, "predict")
     assert len(out) == 50 and set(out["label"]) <= {"good", "bad"}
-    assert (out["score"] >= 0.5).all()
+    # each row's label and score are the trained head's most probable class and its probability
+    head = kinds.model_kind(row["kind"]).load(row["blob"])
+    probabilities = head.predict_proba(vectors[:50])
+    shown = out.set_index("item_key").loc[keys[:50]]
+    assert list(shown["label"]) == [head.classes_[i] for i in probabilities.argmax(axis=1)]
+    np.testing.assert_allclose(shown["score"], probabilities.max(axis=1), atol=1e-6)
 
 
 def test_train_error_comes_back_with_its_number() -> None:

@@ -15,17 +15,18 @@ import numpy as np
 import onnxruntime as ort
 import pandas as pd
 import pytest
-from conftest import copied_store, count_rows
+from conftest import count_rows
 
 from sqlheads import host, procedures
 from sqlheads.compute import columns
-from sqlheads.engine import kinds
+from sqlheads.engine import kinds, students
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.students import WordStudent, WordStudentParams, encoded_token_embeddings
 from sqlheads.errors import (
     ClassMismatchError,
+    ExportParityError,
     ForeignSoftLabelsError,
     HeldOutLeakError,
     InvalidNameError,
@@ -37,7 +38,6 @@ from sqlheads.errors import (
 )
 from sqlheads.store import schema
 from sqlheads.store.repository import Store
-from sqlheads.store.vectors import unpack_rows
 from sqlheads.verbs import encoders
 
 LABELS = "SELECT item_key, label FROM reviews"
@@ -45,31 +45,11 @@ SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
 FAST = {"epochs": 2}
 
 
-@pytest.fixture(scope="module")
-def taught_template(tmp_path_factory, rt_sample) -> Path:
-    """The sample embedded into set 'reviews', with a teacher's logits for every row in a user
-    table, as an analyst would store a teacher's output; built once, copied per test."""
-    path = tmp_path_factory.mktemp("taught") / "heads.db"
-    store = Store.from_url(f"sqlite:///{path}")
-    host.init(store)
-    rt_sample.to_sql("reviews", store.engine, index=False)
-    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    host.train(store, head="teacher_head", set_name="reviews", labels=LABELS, deploy="never")
-    model = store.find_model("teacher_head", 1)
-    head = kinds.model_kind("head").load(store.model_blob(model.model_id))
-    keys = rt_sample["item_key"].tolist()
-    vectors = store.vectors_for_keys(store.find_set("reviews").set_id, keys)
-    logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
-    pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
-        "teacher_logits", store.engine, index=False
-    )
-    store.engine.dispose()
-    return path
-
-
 @pytest.fixture
-def taught(taught_template: Path, tmp_path) -> Store:
-    return copied_store(taught_template, tmp_path)
+def taught(taught_template: Path, copy_database) -> Store:
+    """The sample embedded into set 'reviews', with a teacher's logits for every row in a user
+    table (tests/conftest.py)."""
+    return copy_database(taught_template)
 
 
 def _count(store: Store, table) -> int:
@@ -124,6 +104,19 @@ def test_word_student_is_under_a_million_parameters_and_its_onnx_matches_pytorch
     assert json.loads(meta["classes"]) == classes and meta["kind"] == "word_student"
     # it learnt from what it was shown: well above chance on its training rows after 3 epochs
     assert (student.predict(texts) == rt_sample["label"].to_numpy()).mean() > 0.7
+
+
+def test_the_word_students_parity_check_refuses_an_export_beyond_its_tolerance(
+    taught: Store, monkeypatch
+):
+    # Only a bit-identical graph meets a tolerance of 0: the real export is compared with
+    # PyTorch (they differ by about 1e-7 here) and refused with its number; nothing is stored.
+    monkeypatch.setattr(students, "PARITY_TOLERANCE", 0.0)
+    with pytest.raises(ExportParityError, match="word student's ONNX export differs") as refused:
+        _distill(taught, student="word")
+    assert refused.value.number == 50010
+    assert _count(taught, schema.models) == 1  # the teacher head only
+    assert _count(taught, schema.teachers) == 0 and _count(taught, schema.soft_labels) == 0
 
 
 def test_model2vec_init_starts_each_token_from_the_encoders_vector_of_that_token_alone(
@@ -184,15 +177,28 @@ def test_distillation_loss_is_the_tempered_kl_and_gold_weight_mixes_in_cross_ent
 # -- distill and predict through the embedded host ---------------------------------------------
 
 
+# Held-out accuracy bars for students distilled with their kind's default epochs (word 8, head
+# 30) from the tests' teacher, on the 120 held-out rows (60 of each class, seed 0). Chance is
+# 0.5, and guessing reaches 0.6 one time in 57 and 0.65 one time in 1,540 (binomial). Measured
+# on an AVX-512 VNNI Xeon: word 0.675, head 0.7083 (teacher 0.7167); the same with PyTorch
+# held to AVX2 kernels; 0.6667 and 0.725 on fp32 vectors instead of int8 (a bigger change to
+# the teacher's inputs than another CPU's int8 kernels should make); seeds 1-4 (other splits):
+# word 0.6167-0.6833, head 0.7583-0.8083.
+WORD_BAR, HEAD_BAR = 0.6, 0.65
+
+
 def test_distill_word_and_head_students_then_predict_dispatches_on_kind(taught: Store, rt_sample):
-    word = _distill(taught, student="word", deploy="always")
+    word = _distill(taught, student="word", deploy="always", epochs=None)
     assert word["kind"] == "word_student" and word["teacher"] == "sentiment_teacher"
     assert word["parameters"] < 1_000_000 and word["deployed"]
     assert word["rows_test"] == 120 and word["rows_train"] == 480  # held-out rows never distilled
-    assert word["teacher_accuracy"] is not None and 0 <= word["accuracy"] <= 1
-    head = _distill(taught, student="head", teacher="sentiment_teacher", deploy="never")
+    assert word["accuracy"] >= WORD_BAR and word["teacher_accuracy"] >= HEAD_BAR
+    head = _distill(
+        taught, student="head", teacher="sentiment_teacher", deploy="never", epochs=None
+    )
     assert head["kind"] == "head" and head["parameters"] == 384 * 64 + 64 + 64 * 2 + 2
     assert head["teacher_accuracy"] == word["teacher_accuracy"]  # same teacher, same rows
+    assert head["accuracy"] >= HEAD_BAR
 
     scored = host.predict(taught, head="sentiment", set_name="reviews")  # the word student
     assert scored["kind"] == "word_student" and scored["rows"] == len(rt_sample)

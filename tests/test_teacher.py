@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +22,13 @@ import pandas as pd
 import pytest
 import torch
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from sqlheads import host
+from sqlheads.cli import app
 from sqlheads.engine.catalog import catalog_encoder
+from sqlheads.engine.devices import resolve_device
+from sqlheads.engine.encoder import cache_dir
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
 from sqlheads.engine.trainer import (
@@ -46,10 +52,12 @@ from sqlheads.errors import (
     UnsupportedTeacherError,
 )
 from sqlheads.sidecar.requests import request_teacher
-from sqlheads.sidecar.teacher import run_teacher, validate_teacher_request
+from sqlheads.sidecar.teacher import STAGES, run_teacher, validate_teacher_request
 from sqlheads.store import schema
+from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
-from sqlheads.store.soft_labels import store_soft_labels
+from sqlheads.store.soft_labels import find_teacher, read_soft_labels, store_soft_labels
+from sqlheads.verbs.teach import held_out_keys
 
 MINILM = "all-MiniLM-L6-v2"
 LABELS = "SELECT item_key, label FROM reviews"
@@ -63,11 +71,21 @@ def tiny(rt_sample) -> pd.DataFrame:
     return pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
 
 
-@pytest.fixture
-def tiny_store(store: Store, tiny: pd.DataFrame) -> Store:
+@pytest.fixture(scope="module")
+def tiny_template(tmp_path_factory, tiny: pd.DataFrame) -> Path:
+    """The 40 reviews in table 'reviews', embedded into set 'reviews'."""
+    path = tmp_path_factory.mktemp("tiny") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
     tiny.to_sql("reviews", store.engine, index=False)
     host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
-    return store
+    store.engine.dispose()
+    return path
+
+
+@pytest.fixture
+def tiny_store(tiny_template: Path, copy_database) -> Store:
+    return copy_database(tiny_template)
 
 
 # -- the fine-tuning loop ---------------------------------------------------------------------
@@ -352,15 +370,68 @@ def _job(store: Store, tmp_path: Path, progress, **parameters):
     )
 
 
-def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
-    tiny_store: Store, tiny: pd.DataFrame, tmp_path
-):
-    calls: list[tuple] = []
-    arguments = {"model": MINILM, "max_steps": 3, "deploy": "always", **TINY}
-    summary = _job(tiny_store, tmp_path, lambda *call: calls.append(call), **arguments)
-    assert json.loads(json.dumps(summary)) == summary  # the job's result_json
+@dataclass
+class TeacherJob:
+    """The suite's one real teacher job, and what it left."""
 
-    versions = host.models(tiny_store).set_index(["head", "version"])
+    database: Path  # the SQLite file after the run (a template: tests copy it)
+    job_id: int
+    requested: dict  # `sqlheads --json request-teacher`'s output
+    summary: dict  # run_teacher's result
+    calls: list[tuple]  # every progress call, (done, total, stage)
+    stages: Path  # the job's notes of its finished stages
+
+
+def _cli(url: str, *args: str) -> dict:
+    result = CliRunner().invoke(app, ["--url", url, "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def teacher_job(tmp_path_factory, tiny_template: Path, copy_sqlite) -> TeacherJob:
+    """Requested as an analyst does (`sqlheads request-teacher`: MiniLM, 3 steps, both
+    students, 30 transfer rows), then run by ``run_teacher`` with the parameters the queue
+    stored and the device a CPU sidecar resolves, as the sidecar's worker calls it; its
+    progress calls recorded."""
+    folder = tmp_path_factory.mktemp("teacher_job")
+    database = folder / "heads.db"
+    copy_sqlite(tiny_template, database).engine.dispose()
+    url = f"sqlite:///{database}"
+    requested = _cli(
+        url, "request-teacher", "--head", "sent", "--set", "reviews", "--labels", LABELS,
+        "--model", MINILM, "--student", "encoder", "--student", "word",
+        "--max-steps", "3", "--max-length", "32", "--batch-size", "8", "--epochs", "1",
+        "--deploy", "always", "--transfer-rows", "30",
+    )  # fmt: skip
+    store = Store.from_url(url)
+    job = JobQueue(store).get(requested["job_id"])
+    calls: list[tuple] = []
+    summary = run_teacher(
+        store,
+        job_id=job.job_id,
+        head=job.head,
+        set_name=job.set_name,
+        device=resolve_device("cpu"),
+        work_dir=folder / "work",
+        progress=lambda *call: calls.append(call),
+        **job.parameters,
+    )
+    store.engine.dispose()
+    return TeacherJob(database, job.job_id, requested, summary, calls, folder / "work" / STAGES)
+
+
+def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
+    teacher_job: TeacherJob, copy_database, tiny: pd.DataFrame
+):
+    store = copy_database(teacher_job.database)
+    summary = teacher_job.summary
+    assert json.loads(json.dumps(summary)) == summary  # the job's result_json
+    # The stored parameters are complete: source from the set, defaults filled in.
+    assert teacher_job.requested["parameters"]["source"] == "SELECT item_key, text FROM reviews"
+    assert teacher_job.requested["parameters"]["students"] == ["encoder", "word"]
+
+    versions = host.models(store).set_index(["head", "version"])
     assert versions.loc[("sent_teacher", 1), "kind"] == "teacher"
     assert versions.loc[("sent", 1), "kind"] == "encoder_student"
     assert versions.loc[("sent", 2), "kind"] == "word_student"
@@ -373,11 +444,23 @@ def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
     assert teacher["rows_test"] == int(test_rows.sum())
     assert teacher["rows_train"] == len(tiny) - int(test_rows.sum())
     assert summary["students"]["encoder"]["rows_test"] == teacher["rows_test"]
-    assert 0 <= teacher["metrics"]["accuracy"] <= 1  # the teacher's held-out accuracy
     assert teacher["metrics"]["steps"] == 3 and teacher["metrics"]["parity_max_abs_diff"] < 1e-3
 
+    # The teacher scored the transfer rows where it ran; both students read them from the
+    # cache, and none of them was made from a held-out row.
+    assert teacher["transfer_rows"] == 30
+    for student in summary["students"].values():
+        assert student["teacher_rows_scored"]["transfer_rows_scored"] == 0
+        assert student["teacher_rows_scored"]["transfer_rows_cached"] == 30
+        assert student["rows_train"] == teacher["rows_train"] + 30
+    with store.engine.connect() as c:
+        origins = set(c.execute(select(schema.transfer_rows.c.origin_key)).scalars())
+    held_out = held_out_keys(tiny[["item_key", "label"]], 0.2, 0)
+    assert held_out == set(keys[test_rows])
+    assert origins and origins <= set(keys) - held_out
+
     # Soft labels for every row of the source, under a teachers row naming the version.
-    with tiny_store.engine.connect() as c:
+    with store.engine.connect() as c:
         row = c.execute(select(schema.teachers).where(schema.teachers.c.name == "sent_teacher"))
         stored = row.one()
         count = c.execute(
@@ -386,27 +469,60 @@ def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
             )
         ).all()
     assert stored.model_id == teacher["model_id"] and len(count) == len(tiny)
+    assert stored.set_id == store.require_set("reviews").set_id
 
     # Every version predicts into latest_predictions once deployed, scored from raw text.
     for head, version in (("sent_teacher", 1), ("sent", 1), ("sent", 2)):
-        host.deploy(tiny_store, head=head, version=version)
-        assert host.predict(tiny_store, head=head, set_name="reviews")["rows"] == len(tiny)
-        latest = tiny_store.read_view("latest_predictions", head=head)
+        host.deploy(store, head=head, version=version)
+        assert host.predict(store, head=head, set_name="reviews")["rows"] == len(tiny)
+        latest = store.read_view("latest_predictions", head=head)
         assert len(latest) == len(tiny) and (latest["version"] == version).all()
+        if head == "sent_teacher":
+            # its recorded held-out accuracy is its stored graph's, on the held-out rows
+            shown = latest.set_index("item_key")["label"].reindex(keys[test_rows])
+            held_out = (shown.to_numpy() == labels[test_rows].to_numpy()).mean()
+            assert teacher["metrics"]["accuracy"] == pytest.approx(held_out, abs=1e-4)
 
-    stages = {s for _, _, s in calls}
+    stages = {s for _, _, s in teacher_job.calls}
     assert {"teacher: fine-tuning", "teacher: soft labels", "done"} <= stages
     assert any(s and s.startswith("student 1/2: encoder") for s in stages)
 
-    # Claimed again (a sidecar restarted after the job finished its stages): nothing twice.
-    again = _job(tiny_store, tmp_path, lambda *call: None, **arguments)
-    assert again["teacher"] == summary["teacher"]
-    assert len(host.models(tiny_store)) == 3
+
+def test_a_sidecar_claiming_a_job_whose_stages_are_stored_does_none_of_them_twice(
+    teacher_job: TeacherJob, copy_database, tiny: pd.DataFrame
+):
+    """A sidecar killed after the job's last stage, before it marked the job done: the next
+    `sqlheads sidecar --once` claims the job, finds every stage noted in the job's work folder,
+    and finishes it without a second teacher, soft labels or student; the folder goes."""
+    store = copy_database(teacher_job.database)
+    url = store.engine.url.render_as_string(hide_password=False)
+    work_dir = cache_dir() / "jobs" / f"job-{teacher_job.job_id}"
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    shutil.copyfile(teacher_job.stages, work_dir / STAGES)
+
+    ran = _cli(url, "sidecar", "--once", "--device", "cpu")
+    assert [(j["job_id"], j["state"]) for j in ran["jobs"]] == [(teacher_job.job_id, "done")]
+    job = JobQueue(store).get(teacher_job.job_id)
+    assert (job.state, job.attempts) == ("done", 1)
+    assert not work_dir.exists()  # its checkpoints (three times the teacher's weights) went
+    result = json.loads(JobQueue(store).listing()["result_json"].iloc[0])
+    assert result["teacher"] == teacher_job.summary["teacher"]
+    assert result["students"] == teacher_job.summary["students"]
+    assert len(host.models(store)) == 3
+    assert len(read_soft_labels(store, find_teacher(store, "sent_teacher").teacher_id)) == len(tiny)
+    predicted = _cli(url, "predict", "--head", "sent", "--set", "reviews")
+    assert predicted["rows"] == len(tiny)
+    assert len(store.read_view("latest_predictions", head="sent")) == len(tiny)
 
 
 def test_a_cancelled_teacher_job_propagates_and_stores_nothing(tiny_store: Store, tmp_path):
+    stages: list[str] = []
+
     def progress(done, total, stage):
-        if stage == "teacher: fine-tuning" and done >= 1:
+        if stage is not None:  # None: the stage named last goes on
+            stages.append(stage)
+        if stages[-1] == "teacher: fine-tuning" and done >= 1:
             raise JobCancelledError("job 1 was cancelled")
 
     with pytest.raises(JobCancelledError):

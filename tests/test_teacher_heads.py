@@ -8,15 +8,17 @@ same for any encoder (`python -m bench students` runs it with all-mpnet-base-v2)
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import copied_store, count_rows
+from conftest import count_rows
 from sqlalchemy import select
 
 from sqlheads import host
 from sqlheads.errors import (
+    BusyError,
     ClassMismatchError,
     InvalidParameterError,
     NotFoundError,
@@ -24,7 +26,7 @@ from sqlheads.errors import (
     TeacherNotDeployedError,
 )
 from sqlheads.store import schema as s
-from sqlheads.store.repository import Store
+from sqlheads.store.repository import HEAD_BUSY, Store
 from sqlheads.verbs import encoders
 from sqlheads.verbs.teach import held_out_keys
 
@@ -33,21 +35,19 @@ FAST = {"epochs": 1}
 
 
 @pytest.fixture(scope="module")
-def teacher_template(tmp_path_factory, rt_sample) -> Path:
-    """The sample embedded into 'reviews' with a deployed head 'teacher' on it; built once."""
+def teacher_template(tmp_path_factory, embedded_template: Path, copy_sqlite) -> Path:
+    """The session's embedded sample (tests/conftest.py) with a deployed head 'teacher' on it;
+    built once."""
     path = tmp_path_factory.mktemp("teacher") / "heads.db"
-    store = Store.from_url(f"sqlite:///{path}")
-    host.init(store)
-    rt_sample.to_sql("reviews", store.engine, index=False)
-    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    store = copy_sqlite(embedded_template, path)
     host.train(store, head="teacher", set_name="reviews", labels=LABELS, deploy="always")
     store.engine.dispose()
     return path
 
 
 @pytest.fixture
-def taught(teacher_template: Path, tmp_path) -> Store:
-    return copied_store(teacher_template, tmp_path)
+def taught(teacher_template: Path, copy_database) -> Store:
+    return copy_database(teacher_template)
 
 
 def _count(store: Store, table) -> int:
@@ -197,6 +197,30 @@ def test_distill_waits_for_the_heads_lock_as_train_does(taught: Store):
     """``lock_timeout_ms`` reaches the head's lock (it used to reach the fit, and fail)."""
     result = _distill(taught, student="head", transfer_rows=0, lock_timeout_ms=0)
     assert result["kind"] == "head" and result["teacher"] == "teacher.v1"
+
+
+def test_distill_waits_for_the_head_at_its_write_no_longer_than_asked(taught: Store):
+    """The head's lock comes only when the version is written, and ``lock_timeout_ms`` bounds
+    that wait too: held elsewhere (released a few seconds later), it is refused at once rather
+    than waited for with the 600 s default."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a lock object of its own: it excludes this thread's as another's
+        with taught.lock("head", "sentiment", 0, HEAD_BUSY):
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(60)
+        with pytest.raises(BusyError) as busy:
+            _distill(taught, student="head", transfer_rows=0, lock_timeout_ms=0)
+    finally:
+        release.set()
+        holder.join(60)
+    assert busy.value.number == 50016
+    assert taught.read_view("model_summary", head="sentiment").empty
 
 
 def test_the_teachers_progress_counts_each_stage_against_its_own_total(taught: Store):

@@ -86,3 +86,23 @@ def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabul
     net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
                         dropout=p.dropout, buckets=p.buckets)  # fmt: skip
     assert 700_000 < sum(t.numel() for t in net.parameters()) < 1_000_000
+
+
+@pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
+def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
+    """The OTHER row stands for every token outside the student's vocabulary. When the
+    texts use fewer tokens than ``max_vocabulary``, no training token maps to it and it is never
+    trained: a random start would add one fixed random vector to every unseen token of a scored
+    text, a bias towards one class (a 480-row sample's held-out texts are 19 % such tokens)."""
+    from sqlheads.engine.students import word_student_params
+    from sqlheads.engine.word_networks import build_network
+
+    p = word_student_params(arch)
+    table = compact_vocabulary([[5, 7, 7], [9]], 12, 1, p.max_vocabulary)
+    net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
+                        dropout=p.dropout, buckets=p.buckets)  # fmt: skip
+    weight = net.embedding.weight.detach()
+    assert weight[OTHER].abs().max() == 0 and weight[PAD].abs().max() == 0
+    assert weight[2:].abs().max() > 0  # the vocabulary's own tokens start random
+    if arch == "ngrams":  # a bucket no training bigram hashes to is never trained either
+        assert net.bigrams.weight.detach().abs().max() == 0

@@ -4,8 +4,16 @@ Revision ID: 0007
 Revises: 0006
 Create Date: 2026-11-25 12:00:00.000000
 
-Several issues add to this revision, each in functions of its own called from ``upgrade()`` and
-``downgrade()``. The T-SQL objects it creates or changes are in ``sql/0007/``.
+Several concerns add to this revision, each in functions of its own called from ``upgrade()``
+and ``downgrade()``. The T-SQL objects it creates or changes are in ``sql/0007/``, applied once,
+after every concern's table changes (and reverted before them).
+
+The third SQL Server audit: ``embedding_sets.source_user``, the database user (SQL Server) or
+OS user (SQLite) who stored the set's source query, which then runs for that user alone; on SQL
+Server, stored queries checked by ``heads.set_source``, the sidecar's writes scoped to the job
+it holds (``heads.assert_job_held``, ``heads.add_version``, ``heads.store_soft_labels``,
+``heads.job_set``) and its table grants narrowed, the sets view ``heads.sets`` without query
+texts for analysts, and the smaller fixes of ``sql/0007/``.
 
 Transfer sets (students that carry their teacher): ``transfer_sets`` and ``transfer_rows`` hold
 the rows a teacher version labelled for distillation (sentences of long rows, augmented copies
@@ -19,6 +27,13 @@ left out of both views. SQLite's views ``label_queue`` and ``drift`` are created
 text of ``store/queue_drift.py``'s selects); SQL Server's come from ``sql/0007/views/``, with
 ``heads.write_version`` and ``heads.add_version`` writing ``labelled_keys`` and
 ``heads_reader`` granted SELECT on both views.
+
+Declared types of the views' flags: SQLite gives a view column a declared type only when it is
+a table's column, so ``model_summary``'s ``is_deployed`` and ``below_baseline`` (0/1 from a
+CASE) had none, and a BI tool that reads declared types saw NULL. They are now read from
+``bit_values``, a two-row table (0 and 1) made for that, and are INTEGER. SQL Server infers its
+view's types itself (``sql/0006/views/model_summary.sql`` is unchanged); the table exists there
+too, because the one metadata (and the Python read of ``model_summary``) has it.
 """
 
 from __future__ import annotations
@@ -28,7 +43,7 @@ from alembic import op
 
 import sqlheads_sql
 from sqlheads.settings import SETTINGS
-from sqlheads.store.schema import KEY_LENGTH
+from sqlheads.store.schema import BITS, KEY_LENGTH, NAME_LENGTH
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0007"
@@ -38,6 +53,29 @@ depends_on = None
 
 IS_MSSQL = op.get_context().dialect.name == "mssql"
 SCHEMA = MSSQL_SCHEMA if IS_MSSQL else None
+
+
+# -- audit: who stored a set's source query ------------------------------------------------------
+
+
+def _audit_upgrade() -> None:
+    # NULL for queries stored before this revision: no author is known, so they run for no one
+    # until the set is embedded again (or the caller passes a source of their own).
+    op.add_column(
+        "embedding_sets",
+        sa.Column("source_user", sa.Unicode(NAME_LENGTH), nullable=True),
+        schema=SCHEMA,
+    )
+
+
+def _audit_downgrade() -> None:
+    if IS_MSSQL:
+        op.drop_column("embedding_sets", "source_user", schema=SCHEMA)
+    else:  # natively (SQLite 3.35+), as 0006 drops its columns
+        op.execute("ALTER TABLE embedding_sets DROP COLUMN source_user")
+
+
+# -- transfer sets: the rows a teacher version labelled, for its next student --------------------
 
 
 def _ref(column: str) -> str:
@@ -171,10 +209,54 @@ def _queue_drift_downgrade() -> None:
     op.drop_table("labelled_keys", schema=SCHEMA)
 
 
+# -- the views' flags get a declared type (SQLite) ------------------------------------------------
+
+# model_summary as revision 0006 left it on SQLite, and as this revision makes it (frozen).
+MODEL_SUMMARY_0006 = """SELECT models.head, models.version, models.model_id, models.kind, embedding_sets.name AS set_name, encoders.name AS encoder_name, models.accuracy, models.macro_f1, models.rows_train, models.rows_test, models.seconds, models.created_at, CASE WHEN (current_deployments.model_id IS NOT NULL) THEN 1 ELSE 0 END AS is_deployed, models.parameters, teachers.name AS teacher, models.teacher_accuracy, models.baseline_accuracy, models.baseline_macro_f1, models.baseline_seconds, models.baseline_skipped, CASE WHEN (models.accuracy < models.baseline_accuracy) THEN 1 ELSE 0 END AS below_baseline 
+FROM models JOIN embedding_sets ON embedding_sets.set_id = models.set_id JOIN encoders ON encoders.encoder_id = models.encoder_id LEFT OUTER JOIN teachers ON teachers.teacher_id = models.teacher_id LEFT OUTER JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
+FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = models.model_id"""  # noqa: W291, E501
+
+MODEL_SUMMARY_TYPED = """SELECT models.head, models.version, models.model_id, models.kind, embedding_sets.name AS set_name, encoders.name AS encoder_name, models.accuracy, models.macro_f1, models.rows_train, models.rows_test, models.seconds, models.created_at, deployed_bit.bit AS is_deployed, models.parameters, teachers.name AS teacher, models.teacher_accuracy, models.baseline_accuracy, models.baseline_macro_f1, models.baseline_seconds, models.baseline_skipped, below_bit.bit AS below_baseline 
+FROM models JOIN embedding_sets ON embedding_sets.set_id = models.set_id JOIN encoders ON encoders.encoder_id = models.encoder_id LEFT OUTER JOIN teachers ON teachers.teacher_id = models.teacher_id LEFT OUTER JOIN (SELECT deployments.head AS head, deployments.model_id AS model_id, deployments.deployed_at AS deployed_at 
+FROM deployments JOIN (SELECT deployments.head AS head, max(deployments.deployment_id) AS deployment_id 
+FROM deployments GROUP BY deployments.head) AS newest ON deployments.deployment_id = newest.deployment_id) AS current_deployments ON current_deployments.model_id = models.model_id JOIN bit_values AS deployed_bit ON deployed_bit.bit = CASE WHEN (current_deployments.model_id IS NOT NULL) THEN 1 ELSE 0 END JOIN bit_values AS below_bit ON below_bit.bit = CASE WHEN (models.accuracy < models.baseline_accuracy) THEN 1 ELSE 0 END"""  # noqa: W291, E501
+
+
+def _replace_model_summary(sql: str) -> None:
+    op.execute("DROP VIEW IF EXISTS model_summary")
+    op.execute(f"CREATE VIEW model_summary AS {sql}")
+
+
+def _view_types_upgrade() -> None:
+    op.create_table(
+        "bit_values",
+        sa.Column("bit", sa.Integer(), autoincrement=False, nullable=False),
+        sa.CheckConstraint("bit IN (0, 1)", name=op.f("ck_bit_values_zero_or_one")),
+        sa.PrimaryKeyConstraint("bit", name=op.f("pk_bit_values")),
+        schema=SCHEMA,
+    )
+    # A plain INSERT: bulk_insert's SQL Server script would turn IDENTITY_INSERT on for a table
+    # that has no identity column.
+    table = f"{SCHEMA}.bit_values" if SCHEMA else "bit_values"
+    values = ", ".join(f"({bit})" for bit in BITS)
+    op.execute(f"INSERT INTO {table} (bit) VALUES {values}")
+    if not IS_MSSQL:
+        _replace_model_summary(MODEL_SUMMARY_TYPED)
+
+
+def _view_types_downgrade() -> None:
+    if not IS_MSSQL:
+        _replace_model_summary(MODEL_SUMMARY_0006)
+    op.drop_table("bit_values", schema=SCHEMA)
+
+
 def upgrade() -> None:
+    _audit_upgrade()
     _transfer_upgrade()
     _queue_drift_upgrade()
-    # the T-SQL objects of sql/0007 (all issues), after every table they use
+    _view_types_upgrade()
+    # the T-SQL objects of sql/0007 (every concern's), after every table they use
     if IS_MSSQL:
         sqlheads_sql.run(sqlheads_sql.upgrade_batches(revision, SETTINGS))
 
@@ -182,5 +264,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     if IS_MSSQL:
         sqlheads_sql.run(sqlheads_sql.downgrade_batches(revision, SETTINGS))
+    _view_types_downgrade()
     _queue_drift_downgrade()
     _transfer_downgrade()
+    _audit_downgrade()

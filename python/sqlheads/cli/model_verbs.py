@@ -298,13 +298,16 @@ def models(
     """List every version with its metrics (the model_summary view)."""
 
     def action() -> dict[str, Any]:
-        frame = host.models(open_store(), head=head)
+        frame = host.models(open_store(must_exist=True), head=head)
         return {"models": json.loads(frame.to_json(orient="records", date_format="iso"))}
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
         columns = cli_tables.MODELS_WIDE if wide else cli_tables.MODELS
-        table = cli_tables.fitted_table("model_summary", columns, result["models"], out.width)
+        empty = "no versions yet: `sqlheads train` makes the first"
+        table = cli_tables.fitted_table(
+            "model_summary", columns, result["models"], out.width, empty
+        )
         if not wide and any(record.get("below_baseline") for record in result["models"]):
             below = f"{cli_tables.BELOW_BASELINE.strip()} below its TF-IDF + LR baseline (--wide)"
             table.caption = below if table.caption is None else f"{below}; {table.caption}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -24,34 +24,47 @@ from sqlheads.cli.app import console, options
 class ProgressLines:
     """Progress as plain lines on stderr at a steady pace, for logs, pipes and schedulers: a
     :class:`~sqlheads.engine.progress.Progress` (running totals; a new stage is a line of its
-    own, and its work is counted from there)."""
+    own, and its work is counted from there).
+
+    The rate, and the time left from it, count from a stage's first report: what came before it
+    (exporting an encoder, running the source query) is not work at the rate of the rows, and
+    counted in it made a minute-long job read "about 1:07:29 left". A verb that knows when a
+    stage's work starts reports ``(0, total, stage)`` then; otherwise the first line has no
+    estimate until a second report gives a rate (a stage done in one report gives its rate over
+    its whole run).
+    """
 
     PACE_S = 10.0  # a line at least this far apart, plus the first and the last
 
-    def __init__(self, label: str, unit: str) -> None:
+    def __init__(self, label: str, unit: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.label, self.unit = label, unit
+        self.clock = clock
+        self.started = clock()
         self.done = 0
-        self.started = time.monotonic()
+        self.counted_from: tuple[float, int] | None = None  # (time, done) the rate counts from
         self.printed: float | None = None
         self.stage: str | None = None  # the last stage announced
 
     def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if stage is not None and stage != self.stage:
             self.label = self.stage = stage
-            self.done, self.printed = 0, None
+            self.started, self.done, self.printed, self.counted_from = now, 0, None, None
             print(f"{stage} ...", file=sys.stderr, flush=True)
             if done == 0:
-                self.started = now  # the stage's work starts now
+                self.counted_from = (now, 0)  # the stage's work starts now
                 return
-        if done == 0 and self.done == 0:  # "starting now": the rate counts from here
-            self.started = now
+        if self.counted_from is None or done == 0 == self.done:  # "starting now": count from here
+            self.counted_from = (now, done)
         self.done = done
         finished = total is not None and self.done >= total
         if self.printed is not None and now - self.printed < self.PACE_S and not finished:
             return
         self.printed = now
-        rate = self.done / max(now - self.started, 1e-9)
+        since, done_then = self.counted_from
+        rate = (self.done - done_then) / (now - since) if now > since else None
+        if rate is None and finished:
+            rate = self.done / max(now - self.started, 1e-9)
         line = f"{self.label}: {self.done:,}"
         if total:
             line += f" of {total:,} {self.unit} ({100 * self.done / total:.0f} %)"
@@ -59,11 +72,39 @@ class ProgressLines:
                 line += f", about {timedelta(seconds=round((total - self.done) / rate))} left"
         else:
             line += f" {self.unit}"
-        print(f"{line}, {rate:,.1f} {self.unit}/s", file=sys.stderr, flush=True)
+        if rate:
+            line += f", {rate:,.1f} {self.unit}/s"
+        print(line, file=sys.stderr, flush=True)
 
     def task(self, label: str, unit: str) -> ProgressLines:
         """Another step of the same command, counted on its own."""
-        return ProgressLines(label, unit)
+        return ProgressLines(label, unit, self.clock)
+
+
+class CommittedRows:
+    """Keeps the rows a verb last reported done (each report follows a committed batch; a new
+    stage counts from 0), passing every report on to the display, so that an interrupted run
+    can say what it kept."""
+
+    def __init__(self, display: ProgressLines | ProgressBar | None) -> None:
+        self.display = display
+        self.done = 0
+        self.total: int | None = None
+
+    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
+        self.done, self.total = done, total
+        if self.display is not None:
+            self.display(done, total, stage)
+
+    def interrupted(self, what: str, batch_rows: int) -> str:
+        """What an interrupted run committed, and how to finish it."""
+        of = "" if self.total is None else f" of {self.total:,}"
+        were = "was" if self.done == 1 else "were"
+        return (
+            f"interrupted: {self.done:,}{of} rows {were} committed to {what} (each batch of "
+            f"{batch_rows:,} rows commits on its own, and nothing else was written); run the "
+            "same command again to embed the rest: the committed rows are skipped as unchanged"
+        )
 
 
 class ProgressBar:

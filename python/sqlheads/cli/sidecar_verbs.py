@@ -38,6 +38,7 @@ def sidecar(
     ] = None,
 ) -> None:
     """Claim and run queued jobs (teacher fine-tuning, embed parts): the container's entrypoint.
+
     Exits with status 1 when a job it ran failed."""
     from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 
@@ -186,9 +187,14 @@ def jobs(
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
-        out.print(cli_tables.fitted_table("jobs", cli_tables.JOBS, result["jobs"], out.width))
+        wanted = " ".join(f"--{k} {v}" for k, v in (("state", state), ("kind", kind)) if v)
+        empty = f"no jobs{' match ' + wanted if wanted else ' yet'}"
+        jobs_table = cli_tables.fitted_table(
+            "jobs", cli_tables.JOBS, result["jobs"], out.width, empty
+        )
+        out.print(jobs_table)
 
-    run(lambda: listing(open_store(), state=state, kind=kind), "jobs", render)
+    run(lambda: listing(open_store(must_exist=True), state=state, kind=kind), "jobs", render)
 
 
 @app.command("cancel-job")

@@ -9,7 +9,7 @@ their listing order, and says in its caption which were left out (``--json`` has
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.table import Table
@@ -38,11 +38,16 @@ class Column:
 
 
 def fitted_table(
-    title: str, columns: Sequence[Column], records: Sequence[dict[str, Any]], width: int
+    title: str,
+    columns: Sequence[Column],
+    records: Sequence[dict[str, Any]],
+    width: int,
+    empty: str = "none yet",
 ) -> Table:
-    """The records as a table of the columns that fit ``width``, most wanted first."""
+    """The records as a table of the columns that fit ``width``, most wanted first; with no
+    records, the headers and ``empty`` under them."""
     cells = {c.key: [c.cell(r) for r in records] for c in columns}
-    needed = {c.key: max(len(c.header), *(len(v) for v in cells[c.key])) for c in columns}
+    needed = {c.key: max([len(c.header), *map(len, cells[c.key])]) for c in columns}
     kept: set[str] = set()
     used = TABLE_FRAME
     for column in sorted(columns, key=lambda c: c.rank):
@@ -52,7 +57,9 @@ def fitted_table(
     shown = [c for c in columns if c.key in kept]
     left_out = [c.header for c in columns if c.key not in kept]
     caption = f"not shown at {width} columns: {', '.join(left_out)} (--json has every field)"
-    table = Table(title=title, caption=caption if left_out else None)
+    if not records:
+        caption = empty
+    table = Table(title=title, caption=caption if left_out or not records else None)
     for column in shown:
         table.add_column(column.header, no_wrap=True, overflow="ellipsis")
     for index in range(len(records)):
@@ -108,30 +115,29 @@ _ACCURACY = Column(
     3,
     lambda r: plain(r.get("accuracy")) + (BELOW_BASELINE if r.get("below_baseline") else ""),
 )
+_MACRO_F1 = Column("macro_f1", "macro_f1", 5)
+_SET = Column("set_name", "set", 6)
 MODELS = (
     Column("head", "head", 0),
     Column("version", "version", 1),
     Column("kind", "kind", 4),
     _DEPLOYED,
     _ACCURACY,
-    Column("macro_f1", "macro_f1", 5),
-    Column("set_name", "set", 6),
+    _MACRO_F1,
+    _SET,
 )
-# --wide adds model_summary's other columns under their own names.
+# model_summary's columns that --wide shows under their own names, after those below, in this
+# order of rank
+_WIDE_REST = ("rows_train", "teacher_accuracy", "parameters", "seconds", "encoder_name",
+              "model_id", "rows_test", "teacher", "baseline_macro_f1", "baseline_seconds",
+              "baseline_skipped", "created_at", "below_baseline")  # fmt: skip
+# --wide adds model_summary's other columns, the baseline's accuracy first: it outranks
+# macro-F1 and the set, so that at 80 columns --wide shows what a version is worth against a
+# bag of words (--json has every field under its full name).
 MODELS_WIDE = (
-    *MODELS,
-    Column("encoder_name", "encoder_name", 7),
-    Column("rows_train", "rows_train", 8),
-    Column("model_id", "model_id", 9),
-    Column("rows_test", "rows_test", 10),
-    Column("seconds", "seconds", 11),
-    Column("parameters", "parameters", 12),
-    Column("created_at", "created_at", 13),
-    Column("teacher", "teacher", 14),
-    Column("teacher_accuracy", "teacher_accuracy", 15),
-    Column("baseline_accuracy", "baseline_accuracy", 16),
-    Column("baseline_macro_f1", "baseline_macro_f1", 17),
-    Column("baseline_seconds", "baseline_seconds", 18),
-    Column("baseline_skipped", "baseline_skipped", 19),
-    Column("below_baseline", "below_baseline", 20),
+    *MODELS[:5],
+    Column("baseline_accuracy", "baseline", 5),
+    replace(_MACRO_F1, rank=6),
+    replace(_SET, rank=7),
+    *(Column(key, key, rank) for rank, key in enumerate(_WIDE_REST, start=8)),
 )

@@ -7,11 +7,17 @@ SETS`` declares); the input columns are what each verb's input query must return
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
-from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError, QueryShapeError
+from sqlheads.errors import (
+    ClassNameError,
+    InvalidParameterError,
+    MissingEmbeddingsError,
+    QueryShapeError,
+)
 from sqlheads.sqlserver import RESULT_TYPES
 
 EMBED_INPUT = ("item_key", "text")  # plus, optionally, stored_sha256
@@ -55,6 +61,28 @@ def no_labelled_rows() -> MissingEmbeddingsError:
     return MissingEmbeddingsError(
         "the labels query returned no rows: check its WHERE clause and the set's keys"
     )
+
+
+def refuse_unnamable_classes(labels: Iterable[object]) -> None:
+    """Refuse (50073) a class name that starts or ends with ``.`` or holds ``..``, when a model
+    is trained on it, on every host, before anything is stored. A teacher's soft labels reach
+    ``heads.distill`` as one column per class, named after the class, which SQL Server turns
+    into JSON with ``FOR JSON PATH``: a name with an inner dot nests (``very.good``: Python
+    joins the path back), but one of these cannot be a path (Msg 13603), so its soft labels
+    could never be read."""
+    bad = sorted(
+        {
+            name
+            for name in map(str, labels)
+            if name.startswith(".") or name.endswith(".") or ".." in name
+        }
+    )
+    if bad:
+        raise ClassNameError(
+            f"class name(s) {', '.join(map(repr, bad))} start or end with '.' or hold '..': "
+            "SQL Server cannot name a soft-labels column after them (FOR JSON PATH, Msg "
+            "13603); rename the class in the labels query (e.g. REPLACE(label, '.', '_'))"
+        )
 
 
 def present(values: pd.Series, reads: str) -> np.ndarray:

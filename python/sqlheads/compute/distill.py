@@ -22,6 +22,7 @@ from sqlheads.compute.columns import (
     no_labelled_rows,
     present,
     refuse_duplicate_keys,
+    refuse_unnamable_classes,
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
@@ -184,6 +185,7 @@ def split_rows(
 
 def _gold_classes(gold_labels: np.ndarray, teacher_classes: list[str]) -> list[str]:
     classes = sorted(set(gold_labels.tolist()))
+    refuse_unnamable_classes(classes)
     if classes != sorted(teacher_classes):
         raise ClassMismatchError(
             f"the soft labels have classes {sorted(teacher_classes)} but the gold labels have "

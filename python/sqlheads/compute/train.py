@@ -13,6 +13,7 @@ from sqlheads.compute.columns import (
     TRAIN_OUTPUT,
     no_labelled_rows,
     refuse_duplicate_keys,
+    refuse_unnamable_classes,
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
@@ -95,6 +96,10 @@ def _labelled_vectors(
     if len(keys) == 0:
         raise no_labelled_rows()
     refuse_duplicate_keys(keys)
+    # In key order, as the split orders them: the model, not only its held-out rows, is then
+    # the same whatever order the labels query returned its rows in.
+    in_key_order = np.argsort(np.asarray(keys), kind="stable")
+    input_data, keys = input_data.iloc[in_key_order], [keys[i] for i in in_key_order]
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:
@@ -109,4 +114,6 @@ def _labelled_vectors(
             f"{missing} of {len(keys)} labelled key(s) have no embedding in the set: embed "
             "them first, or restrict the labels query to embedded keys"
         )
-    return keys, unpack_rows(vectors.tolist(), dim), np.asarray([str(v) for v in labels])
+    y = np.asarray([str(v) for v in labels])
+    refuse_unnamable_classes(y)
+    return keys, unpack_rows(vectors.tolist(), dim), y

@@ -75,7 +75,9 @@ class DiverseQueue:
                 break
             closest = -1.0  # no picked row yet, or no vector to compare
             if known[position] and picked:
-                closest = float((chosen[: len(picked)] @ unit[position]).max())
+                # min: a unit vector's dot product with itself can round to 1 + 2**-23 in
+                # float32, and max_cosine 1 must pass nothing over
+                closest = min(1.0, float((chosen[: len(picked)] @ unit[position]).max()))
             if closest > self.max_cosine:
                 passed.append(position)
                 continue

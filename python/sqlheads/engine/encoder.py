@@ -149,6 +149,14 @@ class Tokenizer:
             )
         return result
 
+    def share_past_window(self, texts: Sequence[str]) -> float:
+        """The share of ``texts`` longer than one window of ``max_length`` tokens: the rows a
+        model reading the first window sees only in part."""
+        if not texts:
+            return 0.0
+        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return sum(len(e.ids) > self.body_length for e in encoded) / len(encoded)
+
     def frame(self, body: Sequence[int]) -> list[int]:
         """Token ids framed as a text's are: ``[CLS] body [SEP]`` (BERT), ``<s> body </s>``."""
         return self._prefix + list(body) + self._suffix

@@ -46,6 +46,7 @@ from sqlheads.engine.int8 import (  # noqa: E402
     LabelledSample,
     choose,
 )
+from sqlheads.engine.progress import Progress  # noqa: E402
 from sqlheads.errors import (  # noqa: E402
     ExportParityError,
     InvalidParameterError,
@@ -108,8 +109,12 @@ def export_encoder(
     quantization: str = "int8",
     use_cache: bool = True,
     int8_sample: LabelledSample | None = None,
+    progress: Progress | None = None,
 ) -> EncoderArtifact:
     """Export a local Hugging Face encoder directory to a checked ONNX artifact.
+
+    ``progress`` hears, as a stage, which of the two it is doing: reading this machine's cached
+    export, or exporting (a minute or more on a CPU).
 
     ``quantization="int8"`` applies onnxruntime's BERT fusions and per-channel dynamic int8
     quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
@@ -151,6 +156,8 @@ def export_encoder(
     cache_key = _export_cache_key(model_dir, max_length, quantization)
     cached = cache_dir() / "exports" / cache_key
     if use_cache and (cached / "meta.json").is_file():
+        if progress is not None:
+            progress(0, None, f"registering {name} from this machine's cached ONNX export")
         meta = json.loads((cached / "meta.json").read_text())
         return EncoderArtifact(
             name=name,
@@ -162,6 +169,8 @@ def export_encoder(
             source=meta["source"],
             parity_cosine=meta["parity_cosine"],
         )
+    if progress is not None:
+        progress(0, None, f"exporting {name} to ONNX (first use on this machine)")
     artifact = _export(model_dir, config, name, max_length, quantization, int8_sample)
     if use_cache:
         write_cache_dir(

@@ -3,9 +3,9 @@ parameters and fast enough on a CPU to score text without any encoder.
 
 Every architecture reads the encoder tokenizer's ids and first maps them through a fixed table
 onto the vocabulary the student was fitted on (the tokens its texts use, 0 for padding, 1 for
-any other token): embedding rows of tokens no text used would never be trained, so the width
-they would have cost goes to the tokens that matter instead. The table is a constant of the
-graph, not a parameter. Architectures (``arch``):
+any other token, which starts at zero as padding does): embedding rows of tokens no text used
+would never be trained, so the width they would have cost goes to the tokens that matter
+instead. The table is a constant of the graph, not a parameter. Architectures (``arch``):
 
 - ``bag``: mean of token embeddings concatenated with a max-pooled width-3 convolution, MLP;
 - ``cnn``: Kim (2014): convolutions of widths 3, 4 and 5, each max-pooled, MLP;
@@ -73,6 +73,11 @@ def build_network(
             remap[pad_id] = PAD
             self.register_buffer("remap", remap)
             self.embedding = torch.nn.Embedding(rows, dim, padding_idx=PAD)
+            # OTHER starts at zero, the mean of the random and of the (centred) encoder starts:
+            # when the texts use fewer tokens than the vocabulary's limit it is never trained,
+            # and a random start would push every unseen token of a scored text one fixed way.
+            with torch.no_grad():
+                self.embedding.weight[OTHER] = 0.0
             if arch == "bag":
                 self.conv = torch.nn.Conv1d(dim, channels, 3, padding=1) if channels else None
                 features = dim + channels
@@ -87,6 +92,10 @@ def build_network(
                 features = 2 * channels
             else:  # ngrams
                 self.bigrams = torch.nn.Embedding(buckets, dim)
+                # zero, as OTHER: a bucket no training bigram hashes to is never trained, and
+                # a scored text's unseen bigrams would add random vectors to its mean
+                with torch.no_grad():
+                    self.bigrams.weight.zero_()
                 features = dim
             self.mlp = torch.nn.Sequential(
                 torch.nn.Linear(features, hidden),

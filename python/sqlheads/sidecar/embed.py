@@ -2,9 +2,12 @@
 
 The rows are those the request captured for this part (:mod:`sqlheads.store.job_inputs`),
 with the requester's permissions: the sidecar never runs the caller's source query, which
-would run with the sidecar's rights; it only records it as the set's source query. Each part
-holds the rows of its own key range (compared as Python strings, as the request cut them:
-:func:`sqlheads.store.jobs.split_keys`). Hashing, rejects and writes are
+would run with the sidecar's rights; it only records it as the set's source query, with the
+requester as its author. The request decided which part holds a row, and a part embeds exactly
+its captured rows: it does not compare keys against its range again, since the request may have
+cut them in another order (``heads.request_embed`` compares in BIN2, UTF-16 code units with
+trailing spaces ignored; Python compares code points: supplementary characters and trailing
+spaces sort differently). Hashing, rejects and writes are
 :func:`sqlheads.verbs.embed.embed_rows`, the code ``sqlheads embed`` runs, so a set embedded in
 N parts holds exactly the vectors a plain embed gives.
 
@@ -22,7 +25,6 @@ from typing import Any
 
 from sqlheads import settings
 from sqlheads.engine.progress import Progress
-from sqlheads.store.jobs import in_range
 from sqlheads.store.repository import Store
 from sqlheads.verbs.embed import embed_rows
 from sqlheads.verbs.rows import RowSource
@@ -76,7 +78,6 @@ def run_embed(
         batch_rows=batch_rows,
         batch_size=batch_size,
         progress=progress,
-        in_part=lambda key: in_range(key, key_from, key_to),
         model=model,
     )
     return summary | {

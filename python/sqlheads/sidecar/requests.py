@@ -16,7 +16,12 @@ from typing import Any
 import pandas as pd
 
 from sqlheads import settings
-from sqlheads.compute.columns import EMBED_INPUT, present, refuse_duplicate_keys
+from sqlheads.compute.columns import (
+    EMBED_INPUT,
+    present,
+    refuse_duplicate_keys,
+    refuse_unnamable_classes,
+)
 from sqlheads.engine.catalog import CATALOG
 from sqlheads.engine.text_classifier import model_directory
 from sqlheads.errors import SingleClassError
@@ -115,6 +120,7 @@ def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd
     installed (50041) or not a model directory (50012). A server's sidecar runs elsewhere:
     there the job fails at its first attempt instead."""
     classes = sorted({str(v) for v in labelled["label"][present(labelled["label"], "text")]})
+    refuse_unnamable_classes(classes)  # the teacher's classes name its soft-label columns
     if len(classes) < 2:
         raise SingleClassError(
             f"the teacher's labels hold {len(classes)} class(es) ({', '.join(classes) or 'none'}): "

@@ -35,12 +35,11 @@ from sqlheads.errors import (
     QueryShapeError,
     UnknownKindError,
 )
-from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Store, validate_name
+from sqlheads.store.repository import EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 from sqlheads.store.vectors import pack_rows
 from sqlheads.verbs import teach
 from sqlheads.verbs.distill import distill
-from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.soft_labels import refuse_foreign_teacher
 from sqlheads.verbs.versions import record_version
@@ -328,9 +327,11 @@ class _TeacherJob:
         split: tuple[np.ndarray, np.ndarray],
         labelled_keys: list[str],
     ) -> dict[str, Any]:
-        """The teacher as a version of ``<head>_teacher``, written under that head's lock, the
-        name heads.write_version takes on SQL Server, so that its version number cannot race
-        another writer's; with the keys it was trained and scored on (``labelled_keys``)."""
+        """The teacher as a version of ``<head>_teacher``. The head's lock is taken for the
+        write alone, by the write itself (on SQL Server heads.add_version, which decides the
+        deployment against the version deployed then): the version number cannot race another
+        writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
+        wait 600 s for. With the keys it was trained and scored on (``labelled_keys``)."""
         from sqlheads.engine.teacher import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
@@ -339,33 +340,32 @@ class _TeacherJob:
         }
         train_rows, test_rows = split
         set_encoder = self.store.encoder(self.embedding_set.encoder_id)
-        with self.store.lock("head", self.teacher_name, LOCK_TIMEOUT_MS, HEAD_BUSY):
-            deployed = self.store.deployed_model(self.teacher_name)
-            row = version_row(
-                kind="teacher",
-                classes=teacher.classes_,
-                params=params,
-                metrics=metrics,
-                loss_curve=teacher.result_.loss_curve,
-                rows_train=int(train_rows.sum()),
-                rows_test=int(test_rows.sum()),
-                started=self.started,
-                blob=blob,
-                onnx=None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
-                parameters=teacher.n_parameters_,
-                deploy=self.request["deploy"],
-                deployed_macro_f1=deployed.macro_f1 if deployed else None,
-            )
-            return record_version(
-                self.store,
-                self.teacher_name,
-                self.embedding_set,
-                set_encoder,
-                pd.Series(row),
-                deployed,
-                {},
-                labelled=labelled_keys,
-            )
+        deployed = self.store.deployed_model(self.teacher_name)
+        row = version_row(
+            kind="teacher",
+            classes=teacher.classes_,
+            params=params,
+            metrics=metrics,
+            loss_curve=teacher.result_.loss_curve,
+            rows_train=int(train_rows.sum()),
+            rows_test=int(test_rows.sum()),
+            started=self.started,
+            blob=blob,
+            onnx=None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
+            parameters=teacher.n_parameters_,
+            deploy=self.request["deploy"],
+            deployed_macro_f1=deployed.macro_f1 if deployed else None,
+        )
+        return record_version(
+            self.store,
+            self.teacher_name,
+            self.embedding_set,
+            set_encoder,
+            pd.Series(row),
+            self.request["deploy"],
+            {},
+            labelled=labelled_keys,
+        )
 
     def student(self, student: str, stage: str) -> dict[str, Any]:
         """Distil ``student`` from the stored soft labels, on the captured rows (never the

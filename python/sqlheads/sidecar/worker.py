@@ -28,6 +28,7 @@ from sqlheads import settings
 from sqlheads.engine.encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
 from sqlheads.sidecar.progress import JobBar, JobLines, RecordedProgress
+from sqlheads.store.claims import JobClaim
 from sqlheads.store.jobs import FINISHED, Job, JobQueue, worker_name
 from sqlheads.store.repository import Store
 
@@ -218,11 +219,14 @@ class Sidecar:
         work_dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         outcome: dict[str, Any] = {"job_id": job.job_id, "kind": job.kind, "part": job.part}
+        # Every write for the job names it: on SQL Server the sidecar's login writes sets,
+        # versions and soft labels only through procedures scoped to the job it holds.
+        store = self.store.for_job(JobClaim(job.job_id, self.options.worker, job.requested_user))
         beat.start()
         try:
             with self.signals.work():
                 result = WORK[job.kind](
-                    self.store, job, device=self.device, work_dir=work_dir, progress=progress
+                    store, job, device=self.device, work_dir=work_dir, progress=progress
                 )
         except JobCancelledError as error:
             outcome |= self._stopped(job, progress, error)

@@ -1,8 +1,16 @@
-"""The caller-query sandbox: a caller's source, labels or keys query, run as written.
+"""The caller-query sandbox: a caller's source, labels or keys query, run as one SELECT.
 
-A caller's SELECT runs on a read-only connection, with the caller's own permissions, exactly as
-``sp_execute_external_script``'s input query does. On SQLite, ``PRAGMA query_only`` and an
-authorizer refuse everything but reading (ATTACH, VACUUM INTO, PRAGMA, writes, file access).
+A caller's SELECT runs with the caller's own permissions, exactly as ``heads.stage_query`` runs
+it on SQL Server. On SQLite, ``PRAGMA query_only`` and an authorizer refuse everything but
+reading (ATTACH, VACUUM INTO, PRAGMA, writes, file access). On SQL Server the text is never run
+as a batch of its own: it is wrapped as a derived table, ``SELECT caller_query.* FROM (...) AS
+caller_query``, as heads.stage_query wraps it, so anything but one SELECT fails to compile and
+nothing of it runs; its parentheses must balance (read as T-SQL reads them: strings, quoted
+names and comments skipped), so that no ``)`` can end the derived table early, and it is
+described first (``sys.dm_exec_describe_first_result_set``), so that an ORDER BY without TOP
+(Msg 1033) or an unnamed column (8155) is refused with its fix, as heads.assert_query_columns
+refuses them. Whose rights it runs with is the security boundary: a set's stored query runs
+only for its author (:func:`sqlheads.verbs.rows.stored_source`).
 :class:`CallerQueries` gives :class:`~sqlheads.store.repository.Store` these verbs.
 """
 
@@ -13,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pandas as pd
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
@@ -44,7 +52,10 @@ class CallerQueries:
         if not isinstance(sql, str) or not sql.strip():
             raise QueryShapeError(f"the {what} query is empty: pass a SELECT statement")
         with self._caller_connection(what) as connection:
-            chunks = self._read_chunks(connection, sql, needed, what, chunk_rows)
+            statement = sql.strip().rstrip(";")
+            if not self.is_sqlite:
+                statement = _described(connection, derived_table(statement, what), what)
+            chunks = self._read_chunks(connection, statement, needed, what, chunk_rows)
             yield from (c if all_columns else c[list(needed)] for c in chunks)
 
     @contextmanager
@@ -84,7 +95,7 @@ class CallerQueries:
         connection: Connection, sql: str, needed: tuple[str, ...], what: str, chunk_rows: int
     ) -> Iterator[pd.DataFrame]:
         try:
-            result = connection.exec_driver_sql(sql.strip().rstrip(";"))
+            result = connection.exec_driver_sql(sql)
         except DBAPIError as error:
             if error.connection_invalidated:  # a lost connection, not the query's fault
                 raise
@@ -114,10 +125,10 @@ class CallerQueries:
             with self._caller_connection("source") as connection:
                 return int(
                     connection.exec_driver_sql(
-                        f"SELECT COUNT(*) FROM ({sql.strip().rstrip(';')}) AS counted"
+                        f"SELECT COUNT(*) FROM {derived_table(sql, 'source', 'counted')}"
                     ).scalar_one()
                 )
-        except (DBAPIError, QueryNotAllowedError):
+        except (DBAPIError, QueryShapeError):
             return None
 
     def duplicate_keys(self, sql: str) -> set[str]:
@@ -125,8 +136,9 @@ class CallerQueries:
         with self._caller_connection("source") as connection:
             try:
                 rows = connection.exec_driver_sql(
-                    f"SELECT source_query.item_key FROM ({sql.strip().rstrip(';')}) "
-                    "AS source_query GROUP BY source_query.item_key HAVING COUNT(*) > 1"
+                    "SELECT source_query.item_key FROM "
+                    f"{derived_table(sql, 'source', 'source_query')} "
+                    "GROUP BY source_query.item_key HAVING COUNT(*) > 1"
                 ).all()
             except DBAPIError as error:
                 raise QueryShapeError(
@@ -183,3 +195,87 @@ def _query_frame(rows: list, columns: list[str]) -> pd.DataFrame:
         at = columns.index("item_key")
         frame["item_key"] = pd.Series([item_key_text(r[at]) for r in rows], dtype=object)
     return frame
+
+
+# What to do about a query that compiles alone but not as a derived table (SQL Server's
+# numbers; heads.assert_query_columns gives the same advice).
+DERIVED_TABLE_FIXES = {
+    1033: "drop its ORDER BY (the order of the rows does not matter here)",
+    8155: "name every column, e.g. SELECT LEN(body) AS body_length",
+    8156: "give every column its own name",
+}
+_DESCRIBE = text(
+    "SELECT TOP (1) d.error_number, d.error_message "
+    "FROM sys.dm_exec_describe_first_result_set(:query, NULL, 0) AS d "
+    "WHERE d.error_number IS NOT NULL"
+)
+
+
+def derived_table(sql: str, what: str, alias: str = "caller_query") -> str:
+    """``(sql) AS alias``: a caller's text as one derived table. Its parentheses must balance
+    as T-SQL reads them, so that the text cannot close the derived table and go on as a
+    statement of its own (50003); the newline keeps a trailing ``--`` comment from hiding the
+    closing parenthesis."""
+    sql = sql.strip().rstrip(";")
+    problem = _unbalanced(sql)
+    if problem:
+        raise QueryShapeError(
+            f"the {what} query must be one SELECT, but {problem}: pass a single SELECT "
+            "statement, e.g. SELECT id AS item_key, body AS text FROM dbo.reviews"
+        )
+    return f"({sql}\n) AS {alias}"
+
+
+def _unbalanced(sql: str) -> str | None:
+    """Why ``sql``'s parentheses do not balance, read as T-SQL reads them (strings, quoted
+    names and comments, nested block comments too, are skipped); None when they do. A line
+    comment ends at either line-break character: reading one as shorter than SQL Server does
+    can only refuse more."""
+    depth, at = 0, 0
+    closers = {"'": "'", '"': '"', "[": "]"}
+    while at < len(sql):
+        char = sql[at]
+        if sql.startswith("--", at):
+            ends = [e for e in (sql.find("\n", at), sql.find("\r", at)) if e >= 0]
+            at = min(ends) if ends else len(sql)
+        elif sql.startswith("/*", at):
+            nested, at = 1, at + 2
+            while nested and at < len(sql):
+                if sql.startswith("/*", at):
+                    nested, at = nested + 1, at + 2
+                elif sql.startswith("*/", at):
+                    nested, at = nested - 1, at + 2
+                else:
+                    at += 1
+            if nested:
+                return "a comment is not closed"
+        elif char in closers:
+            close, at = closers[char], at + 1
+            while True:
+                end = sql.find(close, at)
+                if end < 0:
+                    return f"a {char}...{close} is not closed"
+                if sql.startswith(close * 2, end):  # a doubled delimiter stands for itself
+                    at = end + 2
+                    continue
+                at = end + 1
+                break
+        else:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth < 0:
+                return "a ')' closes more than it opened"
+            at += 1
+    return "a '(' is not closed" if depth else None
+
+
+def _described(connection: Connection, derived: str, what: str) -> str:
+    """``SELECT caller_query.* FROM derived``, once SQL Server has described it without an
+    error: a compile error comes back as 50003 with the fix, and nothing has run."""
+    statement = f"SELECT caller_query.* FROM {derived}"
+    row = connection.execute(_DESCRIBE, {"query": statement}).first()
+    if row is not None:
+        fix = DERIVED_TABLE_FIXES.get(int(row.error_number), "check it runs on its own first")
+        raise QueryShapeError(
+            f"the {what} query cannot be read as one SELECT: {row.error_message} ({fix})"
+        )
+    return statement

@@ -8,11 +8,10 @@ Dropping the caller's tables after the request changes nothing for the job.
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Iterator, Sequence
 
 import pandas as pd
-from sqlalchemy import Connection, case, delete, func, insert, select
+from sqlalchemy import Connection, delete, func, insert, select
 
 from sqlheads.errors import JobOwnerError
 from sqlheads.store import schema as s
@@ -29,39 +28,19 @@ def requester(store: Store) -> dict[str, object]:
     server; on SQLite the OS user, or ``local`` where there is none."""
     if not store.is_sqlite:
         return {"requested_by": func.original_login(), "requested_user": func.user_name()}
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        user = "local"
+    user = store.database_user()
     return {"requested_by": user, "requested_user": user}
 
 
-def refuse_other_requester(
-    connection: Connection, store: Store, job_id: int, requested_user: str | None
-) -> None:
-    """Only a job's requester, or heads_admin (db_owner) on SQL Server, may cancel it (50070).
-    Jobs queued before revision 0006 name no requester: any caller may cancel those."""
-    if requested_user is None:
-        return
-    if store.is_sqlite:
-        allowed = requested_user == requester(store)["requested_user"]
-    else:
-        allowed = bool(
-            connection.execute(
-                select(  # CASE: T-SQL has no boolean-valued expressions
-                    case(
-                        (func.user_name() == requested_user, 1),
-                        (func.coalesce(func.is_member("heads_admin"), 0) == 1, 1),
-                        (func.coalesce(func.is_member("db_owner"), 0) == 1, 1),
-                        else_=0,
-                    )
-                )
-            ).scalar_one()
-        )
-    if not allowed:
+def refuse_other_requester(store: Store, job_id: int, requested_user: str | None) -> None:
+    """On SQLite, only a job's requester may cancel it (50070), as heads.cancel_job has it on
+    SQL Server (where heads_admin may too, and the procedure decides). A job queued before
+    requesters were recorded names none: on SQLite anyone who may write the file may cancel
+    it, since the file has no other owner to defer to. The refusal names no other user."""
+    if requested_user is not None and requested_user != store.database_user():
         raise JobOwnerError(
-            f"job {job_id} was requested by {requested_user}: only its requester or "
-            "heads_admin may cancel it"
+            f"job {job_id} was not requested by you: only its requester or heads_admin may "
+            "cancel it"
         )
 
 

@@ -23,7 +23,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, and_, func, insert, literal_column, or_, select, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    column,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    table,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 
 from sqlheads import settings
@@ -35,6 +47,7 @@ from sqlheads.errors import (
     NotFoundError,
     SqlheadsError,
     UnknownJobKindError,
+    from_server,
 )
 from sqlheads.store import job_inputs
 from sqlheads.store import schema as s
@@ -45,6 +58,10 @@ FINISHED = ("done", "failed", "cancelled")
 # SQL Server: take the first claimable row with an update lock, skipping rows another
 # claimer holds (READPAST) instead of waiting for them.
 CLAIM_HINT = "WITH (UPDLOCK, READPAST, ROWLOCK)"
+# SQL Server: analysts may not read or write heads.job_queue; they list through the view
+# heads.jobs (each caller's own jobs; every job for heads_admin) and cancel through the
+# procedure, which decides who may (sql/0007/procedures/cancel_job.sql).
+CANCEL_JOB = text("EXEC heads.cancel_job @job_id = :job_id")
 
 q = s.job_queue.c
 
@@ -68,6 +85,7 @@ class Job:
     max_attempts: int
     claimed_by: str | None
     cancel_requested: bool
+    requested_user: str | None  # who asked: the author of the queries the job records
 
 
 def worker_name() -> str:
@@ -194,15 +212,23 @@ class JobQueue:
         return _job(row._mapping)
 
     def listing(self, *, state: str | None = None, kind: str | None = None) -> pd.DataFrame:
-        """Every job (newest first), or those in ``state`` / of ``kind``."""
-        query = select(s.job_queue).order_by(q.job_id.desc())
-        if check_state(state) is not None:
-            query = query.where(q.state == state)
-        if check_kind(kind) is not None:
-            query = query.where(q.kind == kind)
+        """Every job the caller may see (newest first), or those in ``state`` / of ``kind``:
+        on SQL Server through ``heads.jobs``, which shows each caller the jobs they requested
+        (heads_admin every job), as SSMS does."""
+        query = self.listing_query(state=state, kind=kind)
         with self.store.engine.connect() as c:
             rows = c.execute(query).all()
         return typed_frame(rows, query.selected_columns)
+
+    def listing_query(self, *, state: str | None = None, kind: str | None = None):
+        """The SELECT of :meth:`listing`."""
+        jobs = s.job_queue if self.store.is_sqlite else _jobs_view()
+        query = select(jobs).order_by(jobs.c.job_id.desc())
+        if check_state(state) is not None:
+            query = query.where(jobs.c.state == state)
+        if check_kind(kind) is not None:
+            query = query.where(jobs.c.kind == kind)
+        return query
 
     def count(self) -> int:
         """Jobs in the queue, of every state."""
@@ -399,14 +425,22 @@ class JobQueue:
 
     def cancel(self, job_id: int) -> str:
         """Queued: cancelled at once. Running: cancel requested, its sidecar stops it at its
-        next heartbeat. Finished: refused (50050). The job's state after the call."""
+        next heartbeat. Finished: refused (50050). Only its requester may (50070; on SQL Server
+        heads_admin too). The job's state after the call. On SQL Server ``heads.cancel_job``
+        decides, outside any transaction of ours (it refuses one: 50017)."""
+        if not self.store.is_sqlite:
+            with self.store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+                try:
+                    return str(c.execute(CANCEL_JOB, {"job_id": job_id}).one().state)
+                except DBAPIError as error:
+                    raise from_server(str(error.orig)) or error from None
         with self._writer() as c:
             row = c.execute(select(q.state, q.requested_user).where(q.job_id == job_id)).first()
             if row is None:
                 raise NotFoundError(
                     f"job {job_id} does not exist: list the jobs with `sqlheads jobs`"
                 )
-            job_inputs.refuse_other_requester(c, self.store, job_id, row.requested_user)
+            job_inputs.refuse_other_requester(self.store, job_id, row.requested_user)
             if row.state in FINISHED:
                 raise JobStateError(
                     f"job {job_id} is {row.state}: only queued or running jobs can be "
@@ -444,6 +478,12 @@ class _WriterTransaction:
             self.connection.close()
 
 
+def _jobs_view():
+    """``heads.jobs`` (SQL Server), with the columns of :func:`schema.jobs_select`."""
+    columns = [column(c.name, c.type) for c in s.jobs_select().selected_columns]
+    return table("jobs", *columns, schema=s.SCHEMA)
+
+
 def _job(row: Any) -> Job:
     return Job(
         job_id=int(row["job_id"]),
@@ -461,4 +501,5 @@ def _job(row: Any) -> Job:
         max_attempts=int(row["max_attempts"]),
         claimed_by=row["claimed_by"],
         cancel_requested=bool(row["cancel_requested"]),
+        requested_user=row["requested_user"],
     )

@@ -7,6 +7,8 @@ with the caller's own permissions, exactly as ``sp_execute_external_script``'s i
 
 from __future__ import annotations
 
+import copy
+import getpass
 import math
 import re
 import sqlite3
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from filelock import FileLock, Timeout
+from filelock import ReadWriteLock, Timeout
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row, make_url
@@ -30,7 +32,7 @@ from sqlheads.errors import (
     NotFoundError,
     UnsupportedDatabaseError,
 )
-from sqlheads.store import applocks
+from sqlheads.store import applocks, claims
 from sqlheads.store import schema as s
 from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
@@ -43,8 +45,8 @@ SET_BUSY = (
     "(embed only embeds what changed)"
 )
 HEAD_BUSY = (
-    "another process is training, deploying or dropping it; try again when it has finished, "
-    "or wait longer with --lock-timeout-ms"
+    "another process is writing a version of it, deploying, scoring with or dropping it; try "
+    "again when it has finished, or wait longer with --lock-timeout-ms"
 )
 # SQLite's default limit on bound parameters is 32766; SQL Server's is 2100.
 KEYS_PER_STATEMENT = 900
@@ -142,6 +144,7 @@ class EmbeddingSet:
     encoder_id: int
     long_text: str
     source_query: str | None
+    source_user: str | None  # who stored source_query: it runs for that user alone
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,10 @@ class Model:
 
 
 class Store(CallerQueries):
-    """The database as sqlheads sees it (its caller queries: :class:`CallerQueries`)."""
+    """The database as sqlheads sees it (its caller queries: :class:`CallerQueries`). A
+    sidecar writes for the job it holds through :meth:`for_job`'s copy."""
+
+    claim: claims.JobClaim | None = None
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -167,18 +173,38 @@ class Store(CallerQueries):
     def from_url(cls, url: str) -> Store:
         return cls(make_engine(url))
 
+    def for_job(self, claim: claims.JobClaim) -> Store:
+        """This store, writing for the job ``claim`` holds: on SQL Server through the
+        procedures scoped to it (:mod:`sqlheads.store.claims`); the source query it records
+        is its requester's."""
+        held = copy.copy(self)
+        held.claim = claim
+        return held
+
+    def database_user(self) -> str:
+        """Who runs this store's statements: the database user on SQL Server (``USER_NAME()``),
+        the OS user on SQLite (``local`` where the uid has no name, as in a bare container)."""
+        if not self.is_sqlite:
+            with self.engine.connect() as c:
+                return str(c.exec_driver_sql("SELECT USER_NAME()").scalar_one())
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError):
+            return "local"
+
     @contextmanager
     def lock(
         self, kind: str, name: str, timeout_ms: int, busy: str, *, shared: bool = False
     ) -> Iterator[None]:
         """Hold ``kind:name`` against every other process on this database.
 
-        SQL Server: ``sp_getapplock`` on the names the procedures lock (``shared``: in Shared
-        mode), :mod:`sqlheads.store.applocks`. SQLite has no such lock, so the embedded host
-        takes an OS file lock (released by the OS if the process dies, exclusive whatever
-        ``shared``) in ``FILE.locks/`` beside the database. An in-memory database has one
-        process. ``busy`` says what the other process is doing; it ends the error raised after
-        ``timeout_ms`` (0: do not wait).
+        SQL Server: ``sp_getapplock`` on the names the procedures lock, in Shared mode when
+        ``shared``, else Exclusive (:mod:`sqlheads.store.applocks`). SQLite has no such lock,
+        so the embedded host takes a read-write lock of the same modes (shared readers or one
+        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``FILE.locks/``
+        beside the database, released by the OS if the process dies). An in-memory database
+        has one process. ``busy`` says what the other process is doing; it ends the error
+        raised after ``timeout_ms`` (0: do not wait).
         """
         if not self.is_sqlite:
             mode = "Shared" if shared else "Exclusive"
@@ -191,16 +217,20 @@ class Store(CallerQueries):
             return
         folder = Path(database).resolve().parent / f"{Path(database).name}.locks"
         folder.mkdir(exist_ok=True)
-        held = FileLock(folder / f"{kind}.{name}.lock", timeout=timeout_ms / 1000)
+        # One lock object per hold: a ReadWriteLock instance coordinates processes, and two
+        # threads of one process each need their own to wait for each other.
+        held = ReadWriteLock(
+            folder / f"{kind}.{name.lower()}.rwlock", timeout=timeout_ms / 1000, is_singleton=False
+        )
         try:
-            held.acquire()
-        except Timeout:
-            waited = f" within {timeout_ms} ms" if timeout_ms else ""
-            raise BusyError(f"{kind} {name!r} is busy{waited}: {busy}") from None
-        try:
+            try:
+                held.acquire_read() if shared else held.acquire_write()
+            except Timeout:
+                waited = f" within {timeout_ms} ms" if timeout_ms else ""
+                raise BusyError(f"{kind} {name!r} is busy{waited}: {busy}") from None
             yield
         finally:
-            held.release()
+            held.close()
 
     # -- encoders ------------------------------------------------------------------------------
 
@@ -267,6 +297,7 @@ class Store(CallerQueries):
                     s.embedding_sets.c.encoder_id,
                     s.embedding_sets.c.long_text,
                     s.embedding_sets.c.source_query,
+                    s.embedding_sets.c.source_user,
                 ).where(s.embedding_sets.c.name == name)
             ).first()
         return EmbeddingSet(**row._mapping) if row else None
@@ -281,21 +312,41 @@ class Store(CallerQueries):
         return found
 
     def add_set(self, name: str, encoder_id: int, long_text: str) -> EmbeddingSet:
+        """Create a set. A sidecar's on SQL Server is its embed job's, with the encoder and
+        mode the request recorded (``heads.job_set``: its login may not insert sets)."""
         with self.engine.begin() as c:
-            c.execute(
-                insert(s.embedding_sets).values(
-                    name=name, encoder_id=encoder_id, long_text=long_text
+            if self._server_claim() is not None:
+                claims.job_set(c, self.claim, record_source=False)
+            else:
+                c.execute(
+                    insert(s.embedding_sets).values(
+                        name=name, encoder_id=encoder_id, long_text=long_text
+                    )
                 )
-            )
         return self.require_set(name)
 
     def set_source_query(self, set_id: int, sql: str) -> None:
+        """Record ``sql`` as the set's source query, and its author: the caller, or the
+        requester of the job a sidecar holds. A sidecar's on SQL Server is its job's own
+        (``heads.job_set`` reads it from the job, never from the sidecar)."""
         with self.engine.begin() as c:
+            if self._server_claim() is not None:
+                claims.job_set(c, self.claim, record_source=True)
+                return
+            if self.claim is not None:
+                author: Any = self.claim.requested_user
+            elif self.is_sqlite:
+                author = self.database_user()
+            else:  # evaluated by the server, as heads.embed records USER_NAME()
+                author = func.user_name()
             c.execute(
                 update(s.embedding_sets)
                 .where(s.embedding_sets.c.set_id == set_id)
-                .values(source_query=sql)
+                .values(source_query=sql, source_user=author)
             )
+
+    def _server_claim(self) -> claims.JobClaim | None:
+        return None if self.is_sqlite else self.claim
 
     def set_counts(self, set_id: int) -> dict[str, int]:
         with self.engine.connect() as c:
@@ -506,8 +557,15 @@ class Store(CallerQueries):
             ]
 
     def drop_head(self, head: str, lock_timeout_ms: int) -> int:
+        """Delete a head's versions, deployments and predictions, holding ``head`` and
+        ``head.use`` Exclusive as heads.drop_head does: no predict scores with a version
+        deleted under it."""
         validate_name("head", head)
-        with self.lock("head", head, lock_timeout_ms, HEAD_BUSY), self.engine.begin() as c:
+        with (
+            self.lock("head", head, lock_timeout_ms, HEAD_BUSY),
+            self.lock("head.use", head, lock_timeout_ms, HEAD_BUSY),
+            self.engine.begin() as c,
+        ):
             ids = [
                 r.model_id
                 for r in c.execute(select(s.models.c.model_id).where(s.models.c.head == head))

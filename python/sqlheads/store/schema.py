@@ -82,8 +82,11 @@ embedding_sets = Table(
     Column("long_text", String(16), nullable=False),
     _created_at(),
     # The last source query embedded into the set: text models (word students) read the rows'
-    # text through it when a call names no source of its own.
+    # text through it when a call names no source of its own, and its author (the database
+    # user; the OS user on SQLite), for whom alone it runs: a stored query run with another
+    # user's rights would be a privilege escalation (migration 0007; NULL before it: no one).
     Column("source_query", UnicodeText, nullable=True),
+    Column("source_user", Unicode(NAME_LENGTH), nullable=True),
     UniqueConstraint("name"),
     CheckConstraint("long_text IN ('window', 'truncate')", name="long_text_mode"),
 )
@@ -344,6 +347,18 @@ job_inputs = Table(
 )
 
 
+# SQLite declares a view column's type only when the column is a table's column, never for an
+# expression: model_summary's 0/1 flags (is_deployed, below_baseline) are read from this
+# two-row table, so that a BI tool reading declared types sees INTEGER where it saw NULL.
+bit_values = Table(
+    "bit_values",
+    metadata,
+    Column("bit", Integer, primary_key=True, autoincrement=False),
+    CheckConstraint("bit IN (0, 1)", name="zero_or_one"),
+)
+BITS = (0, 1)  # its rows, written by the migration that creates it
+
+
 def current_deployments():
     """The newest deployment row of each head."""
     newest = (
@@ -423,6 +438,10 @@ def latest_predictions_select():
 def model_summary_select():
     """Every version of every head with its metrics and whether it is deployed."""
     current = current_deployments()
+    deployed_bit, below_bit = bit_values.alias("deployed_bit"), bit_values.alias("below_bit")
+    # CASE, not a bare predicate: SQL Server has no boolean-valued expressions.
+    is_deployed = case((current.c.model_id.is_not(None), 1), else_=0)
+    is_below = case((models.c.accuracy < models.c.baseline_accuracy, 1), else_=0)
     return (
         select(
             models.c.head,
@@ -437,8 +456,7 @@ def model_summary_select():
             models.c.rows_test,
             models.c.seconds,
             models.c.created_at,
-            # CASE, not a bare predicate: SQL Server has no boolean-valued expressions.
-            case((current.c.model_id.is_not(None), 1), else_=0).label("is_deployed"),
+            deployed_bit.c.bit.label("is_deployed"),
             models.c.parameters,
             teachers.c.name.label("teacher"),
             models.c.teacher_accuracy,
@@ -446,15 +464,15 @@ def model_summary_select():
             models.c.baseline_macro_f1,
             models.c.baseline_seconds,
             models.c.baseline_skipped,
-            case((models.c.accuracy < models.c.baseline_accuracy, 1), else_=0).label(
-                "below_baseline"
-            ),
+            below_bit.c.bit.label("below_baseline"),
         )
         .select_from(models)
         .join(embedding_sets, embedding_sets.c.set_id == models.c.set_id)
         .join(encoders, encoders.c.encoder_id == models.c.encoder_id)
         .outerjoin(teachers, teachers.c.teacher_id == models.c.teacher_id)
         .outerjoin(current, current.c.model_id == models.c.model_id)
+        .join(deployed_bit, deployed_bit.c.bit == is_deployed)
+        .join(below_bit, below_bit.c.bit == is_below)
     )
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from sqlalchemy import delete, insert, select, update
 
 from sqlheads.store import schema as s
+from sqlheads.store import server_versions
 from sqlheads.store.repository import Store, validate_name
 
 
@@ -51,6 +52,12 @@ def store_soft_labels(
     """Create teacher ``name`` or replace all of its soft labels (``logits``: float32 bytes, one
     per class in ``classes`` order, as :func:`sqlheads.store.vectors.pack_rows` makes them), in
     one transaction. ``model_id``: the fine-tuned teacher version they come from, if any."""
+    if not store.is_sqlite:  # through heads.store_soft_labels, scoped to a sidecar's job
+        rows = [{"item_key": k, "logits": bytes(b)} for k, b in zip(keys, logits, strict=True)]
+        teacher_id = server_versions.store_soft_labels(
+            store, name, set_id, json.dumps(classes), rows, model_id
+        )
+        return Teacher(teacher_id, name, set_id, list(classes))
     t = s.teachers.c
     values = {"set_id": set_id, "classes_json": json.dumps(classes), "model_id": model_id}
     with store.engine.begin() as c:

@@ -3,9 +3,10 @@ replaces had scored.
 
 A head scores the set's stored vectors (about 290k rows/s), a text model the rows' text through
 the set's last source query; the store writes the result in the deploy's own transaction
-(:mod:`sqlheads.store.deployments`). A text model whose set has no known source, or a head
-trained on another encoder's vectors, cannot score the set here: ``None``, and the earlier
-predictions stay until ``predict`` runs.
+(:mod:`sqlheads.store.deployments`). A text model whose set has no known source, or one that
+another user stored (it runs for its author alone), or a head trained on another encoder's
+vectors, cannot score the set here: ``None``, and the earlier predictions stay until
+``predict`` runs.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from sqlheads import settings
 from sqlheads.compute.columns import EMBED_INPUT
 from sqlheads.compute.predict import predict
 from sqlheads.engine.kinds import model_kind
-from sqlheads.errors import NotFoundError
+from sqlheads.errors import NotFoundError, StoredQueryOwnerError
 from sqlheads.store.deployments import DeployOutcome, Rescore, deploy_replacing
-from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Model, Store
+from sqlheads.store.repository import EmbeddingSet, Model, Store
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
-from sqlheads.verbs.rows import READ_ROWS
+from sqlheads.verbs.rows import READ_ROWS, stored_source
 
 
-@holding("head", HEAD_BUSY)
+@holding(("head", False))
 def deploy(
     store: Store, *, head: str, version: int, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def deploy(
     return deploy_model(store, store.find_model(head, version), settings.REASON_BY_HAND)
 
 
-@holding("head", HEAD_BUSY)
+@holding(("head", False))
 def roll_back(store: Store, *, head: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> dict[str, Any]:
     """Deploy again the model that was deployed before the current one."""
     history = store.deployment_history(head)
@@ -89,9 +90,11 @@ def rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
     ) -> Iterator[pd.DataFrame] | None:
         if reads == "vector":
             return score(rows) if embedding_set.encoder_id == model.encoder_id else None
-        if embedding_set.source_query is None:
+        try:  # the stored query runs for its author alone; for anyone else, keep until predict
+            source = stored_source(store, embedding_set)
+        except StoredQueryOwnerError:
             return None
-        return score(_texts_of(store, embedding_set.source_query, rows))
+        return None if source is None else score(_texts_of(store, source, rows))
 
     return rescore
 

@@ -22,7 +22,7 @@ from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.kinds import ModelKind, StudentParams
 from sqlheads.engine.progress import Progress
 from sqlheads.store.keys import required_keys
-from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Store, validate_name
+from sqlheads.store.repository import EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher
 from sqlheads.verbs import baselines, teach
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
@@ -37,7 +37,7 @@ from sqlheads.verbs.soft_labels import (
 from sqlheads.verbs.versions import record_version
 
 
-@holding("head", HEAD_BUSY)  # a new version of the head, as train makes
+@holding(("set", True))  # as train: the head's lock only while the version is written
 def distill(
     store: Store,
     *,
@@ -71,7 +71,8 @@ def distill(
     kind's ``progress_unit`` (epochs, optimiser steps or L-BFGS iterations). ``teacher_head``:
     a head's deployed version scores the rows and ``transfer_rows`` transfer rows instead (a
     stored teacher's fine-tuned version's cached ones with ``teacher``), ``teacher_progress``
-    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`).
+    hearing of the rows it scores (:mod:`sqlheads.verbs.teach`). The head's lock is taken only
+    to write the version, waiting up to ``lock_timeout_ms`` for it, as train's.
     """
     started = time.perf_counter()
     validate_name("head", head)
@@ -122,9 +123,10 @@ def distill(
         embedding_set,
         set_encoder,
         result,
-        deployed,
+        deploy,
         {"teacher_id": stored.teacher_id, "teacher_accuracy": teacher_accuracy},
         frame["text"].tolist() if "text" in frame.columns else None,
+        lock_timeout_ms,
         labelled=frame.loc[frame["label"].notna(), "item_key"].tolist(),
     )
     return summary | {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -27,14 +27,14 @@ from sqlheads.errors import (
     NotFoundError,
     QueryShapeError,
 )
-from sqlheads.store.keys import KEYLESS, key_problem
+from sqlheads.store.keys import key_problem
 from sqlheads.store.repository import SET_BUSY, EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.verbs.encoders import encoder_arguments, resolve_encoder
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
 from sqlheads.verbs.rows import RowSource
 
 
-@holding("set", SET_BUSY)
+@holding(("embed", False), ("set", True))
 def embed(
     store: Store,
     *,
@@ -49,10 +49,11 @@ def embed(
 ) -> dict[str, Any]:
     """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
 
-    One embedding of a set at a time, as ``heads.embed``: another process embedding or
-    dropping the set makes this call fail at once (50016) rather than wait. ``progress``
-    hears of the encoder's export on first use (a stage) and of the rows read, in stage
-    ``embedding SET``.
+    One embedding of a set at a time, as ``heads.embed``: ``embed`` Exclusive (another
+    embedding of the set fails at once, 50016) and ``set`` Shared (trainings and predictions of
+    the set go on beside it; a drop_set waits for it, or it for a drop_set). ``progress``
+    hears of the default encoder's registration on first use (a stage: exported, or read from
+    this machine's cached export) and of the rows read, in stage ``embedding SET``.
     """
     return embed_rows(
         store,
@@ -64,7 +65,7 @@ def embed(
         batch_size=batch_size,
         threads=threads,
         progress=progress,
-        lock_batches=False,  # this whole run holds the set's lock already
+        lock_batches=False,  # this whole run holds the set's lock (Shared) already
     )
 
 
@@ -79,18 +80,17 @@ def embed_rows(
     batch_size: int | None = None,
     threads: int | None = None,
     progress: Progress | None = None,
-    in_part: Callable[[str], bool] | None = None,
     model: Any | None = None,
     lock_batches: bool = True,
 ) -> dict[str, Any]:
-    """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds only
-    the rows whose key ``in_part`` accepts (its key range; parts' ranges are disjoint, so
-    their batches never write the same rows), with ``model`` (an object with the
-    ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX graph
-    when given. ``rows.query`` is recorded as the set's source query. Each batch is written
-    holding the set's lock (Shared on SQL Server, the name heads.embed and heads.drop_set
-    lock), so a drop of the set waits for the batch, and a set dropped between two batches is
-    not written to or made again (50001). Everything else, hashing, rejects and writes, is
+    """:func:`embed` without the set's lock, for the sidecar's embed parts: each embeds the
+    rows its request captured for it (the request decided which part holds a row; parts hold
+    disjoint keys, so their batches never write the same rows), with ``model`` (an object with
+    the ``OnnxEncoder.encode`` signature, e.g. a PyTorch encoder) instead of the set's ONNX
+    graph when given. ``rows.query`` is recorded as the set's source query. Each batch is
+    written holding the set's lock Shared (the name heads.embed and heads.drop_set lock), so a
+    drop of the set waits for the batch, and a set dropped between two batches is not written
+    to or made again (50001). Everything else, hashing, rejects and writes, is
     :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
@@ -132,7 +132,6 @@ def embed_rows(
         batches,
         itertools.chain([first] if first is not None else [], chunks),
         duplicated,
-        in_part,
         progress,
         total,
     )
@@ -179,33 +178,26 @@ def _set_encoder(
     """The set's encoder; for a new set, the one asked for (the default registered now)."""
     if embedding_set is not None:
         return store.encoder(embedding_set.encoder_id)
-    # Only the default encoder is exported on first use; another name must be registered.
-    first_use = (
-        encoder in (None, settings.DEFAULT_ENCODER)
-        and store.find_encoder(settings.DEFAULT_ENCODER) is None
-    )
-    if progress is not None and first_use:
-        progress(0, None, "exporting the encoder to ONNX (first use only)")
-    return resolve_encoder(store, encoder)
+    # Only the default encoder is registered on first use; another name must be registered.
+    # The progress hears, as a stage, whether its export is made or read from this machine's
+    # cache.
+    return resolve_encoder(store, encoder, progress)
 
 
 def _embed_all(
     batches: _SetBatches,
     chunks: Iterable[pd.DataFrame],
     duplicated: set[str],
-    in_part: Callable[[str], bool] | None,
     progress: Progress | None,
     total: int | None,
 ) -> None:
-    """Embed each chunk of rows (those of this part), holding back every copy of a
+    """Embed each chunk of rows, holding back every copy of a
     duplicated key for one last batch, which rejects the key whole: the outcome cannot
     depend on which batch each copy fell into."""
     duplicate_rows: list[pd.DataFrame] = []
     read = 0
     for chunk in chunks:
         read += len(chunk)
-        if in_part is not None:  # a keyless row is the part's whose range holds its reject's key
-            chunk = chunk[[in_part(KEYLESS if key_problem(k) else k) for k in chunk["item_key"]]]
         copies = chunk["item_key"].isin(duplicated)
         duplicate_rows.append(chunk[copies])
         if not copies.all():

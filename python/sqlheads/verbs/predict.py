@@ -16,9 +16,11 @@ from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Model, Store
+from sqlheads.verbs.locks import holding
 from sqlheads.verbs.rows import READ_ROWS, RowSource, text_source
 
 
+@holding(("head.use", True), ("set", True))  # as heads.predict: no drop under it
 def predict(
     store: Store,
     *,

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from sqlheads.compute.columns import EMBED_INPUT, present
-from sqlheads.errors import MissingTextError
+from sqlheads.errors import MissingTextError, StoredQueryOwnerError
 from sqlheads.store import job_inputs
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Store
@@ -89,15 +89,32 @@ class RowSource:
         return texts
 
 
+def stored_source(store: Store, embedding_set: EmbeddingSet) -> str | None:
+    """The set's stored source query (its last ``embed --source``), for the user who stored it
+    alone; None when it stored none. A stored query runs with the rights of whoever runs it,
+    so anyone else, and everyone for a query stored before its author was recorded, is refused
+    (50071) before it runs: they pass a source of their own (``heads.set_source``)."""
+    if embedding_set.source_query is None:
+        return None
+    if embedding_set.source_user is None or embedding_set.source_user != store.database_user():
+        raise StoredQueryOwnerError(
+            f"set {embedding_set.name!r} has a source query stored by another user (or before "
+            "authors were recorded), and a stored query runs only for its author: pass your "
+            'own --source "SELECT ... AS item_key, ... AS text FROM ...", or embed the set '
+            "yourself to store yours"
+        )
+    return embedding_set.source_query
+
+
 def set_texts(
     store: Store, embedding_set: EmbeddingSet, source: RowSource | None
 ) -> RowSource | None:
-    """The rows' texts: ``source``, else the set's last ``embed --source``; None for neither."""
+    """The rows' texts: ``source``, else the set's last ``embed --source`` when the caller
+    stored it (:func:`stored_source`, 50071 for another user's); None for neither."""
     if source is not None:
         return source
-    if embedding_set.source_query is None:
-        return None
-    return RowSource(store, embedding_set.source_query)
+    stored = stored_source(store, embedding_set)
+    return None if stored is None else RowSource(store, stored)
 
 
 def text_source(store: Store, embedding_set: EmbeddingSet, source: RowSource | None) -> RowSource:

@@ -9,14 +9,14 @@ from sqlheads.compute.train import train as train_rows
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError
-from sqlheads.store.repository import HEAD_BUSY, Store
+from sqlheads.store.repository import Store, validate_name
 from sqlheads.verbs import baselines
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.versions import record_version
 
 
-@holding("head", HEAD_BUSY)
+@holding(("set", True))  # the head's lock only while the version is written (add_version)
 def train(
     store: Store,
     *,
@@ -34,13 +34,16 @@ def train(
     """Train a new version of ``head`` of ``params`` on the set's vectors for the keys
     ``labels`` returns.
 
-    Trainings of one head run one after the other, as ``heads.train``'s application lock
-    makes them: each waits up to ``lock_timeout_ms`` for the other, then fails (50016).
+    The set is held Shared for the whole run (no drop_set under it), the head's lock only while
+    the version is written, as ``heads.train`` holds them: two trainings of one head run side
+    by side and each gets its own version number; the deploy decision is made against the
+    version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
     ``progress`` hears of each epoch: ``(epochs done, epochs at most)``. The TF-IDF baseline
     reads the rows' text through ``source``, else the set's stored source query (skipped
     without either).
     """
     params = params.validate()
+    validate_name("head", head)  # before the training: the head's lock comes only at the write
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     if encoder is not None and encoder != set_encoder.name:
@@ -70,6 +73,6 @@ def train(
         progress=progress,
     ).iloc[0]
     return record_version(
-        store, head, embedding_set, set_encoder, result, deployed, {}, texts,
+        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms,
         labelled=labelled["item_key"].tolist(),
     )  # fmt: skip

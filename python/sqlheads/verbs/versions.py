@@ -1,22 +1,35 @@
 """A new version stored from its row (:func:`sqlheads.compute.versions.version_row`), and
-deployed in the same transaction when its policy said so: what ``train``, ``distill`` and the
-sidecar's teacher job all do with the version they made."""
+deployed in the same transaction when its policy decides so against the version deployed at
+that moment: what ``train``, ``distill`` and the sidecar's teacher job all do with the version
+they made. The head's lock is held for this write alone, never for a training."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from sqlheads import settings
 from sqlheads.compute.columns import TRAIN_OUTPUT
 from sqlheads.store import server_versions
 from sqlheads.store.deployments import deploy_replacing
 from sqlheads.store.queue_drift import record_labelled_keys
-from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store
+from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Model, Store
 from sqlheads.verbs import baselines
 from sqlheads.verbs.deploy import rescorer
+from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class Written:
+    """A version just written, and the deploy decision made for it under the head's lock."""
+
+    model: Model
+    deployed: bool
+    previous_macro_f1: float | None  # the version deployed when it was decided (None: none)
 
 
 def record_version(
@@ -25,18 +38,20 @@ def record_version(
     embedding_set: EmbeddingSet,
     set_encoder: Encoder,
     result: pd.Series,
-    deployed: Model | None,
+    deploy: str,
     extra: dict[str, Any],
     texts: list[Any] | None = None,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     labelled: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Store a trained or distilled version, deploy it if its policy said so; the summary.
-    ``deployed`` is the version its policy was weighed against, ``extra`` the columns of
-    ``models`` the row does not carry, ``texts`` the rows' (for the baseline's verdict),
+    """Store a trained or distilled version and deploy it if its policy ``deploy`` says so
+    against the version deployed now, under the head's lock (:func:`add_version`); the
+    summary. ``extra`` is the columns of ``models`` the row does not carry, ``texts`` the
+    rows' (for the baseline's verdict), ``lock_timeout_ms`` how long to wait for the head,
     ``labelled`` the keys with gold labels it was trained or scored on (the label queue and
     drift leave them out)."""
     against_baseline = baselines.columns(result["metrics_json"])
-    model = add_version(
+    written = add_version(
         store,
         {
             "head": head,
@@ -53,9 +68,11 @@ def record_version(
             **against_baseline,
             **extra,
         },
-        result["deploy_reason"] if bool(result["deploy"]) else None,
+        deploy,
+        lock_timeout_ms,
         labelled or [],
     )
+    model, previous = written.model, written.previous_macro_f1
     return {
         "head": head,
         "version": model.version,
@@ -69,33 +86,55 @@ def record_version(
         "rows_train": int(result["rows_train"]),
         "rows_test": int(result["rows_test"]),
         "parameters": int(result["parameters"]),
-        "deployed": bool(result["deploy"]),
-        "previous_deployed_macro_f1": round(deployed.macro_f1, 4) if deployed else None,
+        "deployed": written.deployed,
+        "previous_deployed_macro_f1": round(previous, 4) if previous is not None else None,
         "params": json.loads(result["params_json"]),
         "seconds": round(float(result["seconds"]), 3),
-        **baselines.summary(against_baseline, float(result["accuracy"]), texts),
+        **baselines.summary(
+            against_baseline,
+            float(result["accuracy"]),
+            texts,
+            baselines.tokenizer_of(store, set_encoder),
+        ),
     }
 
 
 def add_version(
     store: Store,
     values: dict[str, Any],
-    deploy_reason: str | None,
+    deploy: str,
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     labelled_keys: Sequence[str] = (),
-) -> Model:
-    """Store a new version and, given a ``deploy_reason``, deploy it in the same transaction:
-    a deploy that fails leaves no undeployed version behind, so a sidecar job's retries do not
-    pile versions up. On SQL Server ``heads.add_version`` writes both, with the rights it
-    carries (:mod:`sqlheads.store.server_versions`). The keys the version was trained and
-    scored on (``labelled_keys``) are written with it."""
+) -> Written:
+    """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
+    version deployed now, in one transaction under the head's Exclusive lock, as
+    ``heads.add_version`` does on SQL Server (and there by that procedure, which takes the lock
+    itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
+    never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
+    fails leaves no undeployed version behind, so a sidecar job's retries do not pile
+    versions up. The keys the version was trained and scored on (``labelled_keys``) are
+    written with it."""
+    deploy = settings.choice("deploy", deploy)
     if not store.is_sqlite:
-        return server_versions.add_version(store, values, deploy_reason, labelled_keys)
-    with store.engine.begin() as connection:
+        return Written(*server_versions.add_version(store, values, deploy, labelled_keys))
+    head = values["head"]
+    with (
+        store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
+        store.engine.begin() as connection,
+    ):
+        deployed = store.deployed_model(head)
+        previous = deployed.macro_f1 if deployed else None
+        decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)
         model = store.add_model(values, connection)
         record_labelled_keys(connection, model.model_id, labelled_keys)
-        if deploy_reason is not None:
+        if decided:
             rescore = rescorer(store, model, bytes(values["blob"]))
             deploy_replacing(
-                store, model.head, model.model_id, deploy_reason, rescore, connection=connection
+                store,
+                head,
+                model.model_id,
+                settings.deploy_reason(deploy),
+                rescore,
+                connection=connection,
             )
-    return model
+    return Written(model, decided, previous)

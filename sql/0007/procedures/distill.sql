@@ -5,7 +5,8 @@
 -- per class, named after the class), stored as teacher @teacher (default: the head's name and
 -- the suffix in heads.settings) and replacing that teacher's earlier soft labels; or from a
 -- teacher stored earlier (@teacher alone). A word student reads the rows' text through @source,
--- or the set's own last source query. @transfer (a caller's query returning item_key)
+-- or the set's own last source query when the caller is its author (heads.set_source, revision
+-- 0007: anyone else passes @source, or gets 50071). @transfer (a caller's query returning item_key)
 -- restricts the rows distilled on. Or a head's deployed version teaches (@teacher_head, revision
 -- 0007): heads.teach_run scores the student's rows (from the vectors the teacher's set stored
 -- for the same text, else embedding them with the teacher's encoder) and @transfer_rows transfer
@@ -21,7 +22,7 @@
 -- the version in heads.write_version's short one. @deploy is read in any case (Python's
 -- procedures.choice), as heads.train reads it.
 -- Errors: 50001, 50002, 50003, 50004, 50005, 50006, 50012, 50014, 50016, 50017, 50020, 50021,
--- 50022, 50023, 50024, 50027, 50028 (see README).
+-- 50022, 50023, 50024, 50027, 50028, 50071 (see README).
 CREATE OR ALTER PROCEDURE heads.distill
     @head nvarchar(128),
     @set nvarchar(128),
@@ -50,7 +51,6 @@ BEGIN
     SET XACT_ABORT ON;
     DECLARE @message nvarchar(2048);
     DECLARE @set_id int;
-    DECLARE @set_source nvarchar(max);
     DECLARE @text_query nvarchar(max);
     DECLARE @encoder_id int;
     DECLARE @encoder_name nvarchar(128);
@@ -164,8 +164,7 @@ BEGIN
             @timeout_ms = @lock_timeout_ms;
         SELECT
             @set_id = s.set_id,
-            @encoder_id = s.encoder_id,
-            @set_source = s.source_query
+            @encoder_id = s.encoder_id
         FROM heads.embedding_sets AS s
         WHERE s.name = @set;
         IF @set_id IS NULL
@@ -268,7 +267,7 @@ BEGIN
             item_key nvarchar(450) COLLATE DATABASE_DEFAULT NULL,
             text nvarchar(max) COLLATE DATABASE_DEFAULT NULL
         );
-        SET @text_query = COALESCE(@source, @set_source);
+        EXEC heads.set_source @set_id = @set_id, @source = @source, @query = @text_query OUTPUT;
         IF @text_query IS NOT NULL
             EXEC heads.stage_query
                 @what = N'source', @query = @text_query, @columns = N'item_key,text',
