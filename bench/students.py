@@ -321,9 +321,9 @@ def _timed(url: str, statement: str) -> tuple[float, int]:
         f"{statement}\n"
         "print(json.dumps([time.perf_counter() - started, scored['rows']]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    if done.returncode != 0:  # the child's own error, not only its exit status
+        raise RuntimeError(f"scoring failed ({statement}):\n{done.stderr[-4000:]}")
     seconds, rows = json.loads(done.stdout.strip().splitlines()[-1])
     return float(seconds), int(rows)
 
