@@ -59,6 +59,8 @@ TEACHER_LOGITS = "mpnet_teacher_logits.csv.gz"
 LABELS = "SELECT item_key, label FROM rt_reviews"
 RT_SOURCE = "SELECT item_key, text FROM rt_reviews"
 TEACHER, FROZEN, STUDENT = "rt_teacher", "rt_minilm_head", "rt_student"
+MINILM_PATH, TEACHER_PATH = "MiniLM int8 + head", "teacher (its encoder int8 + head)"
+SPEED_ROUNDS = 3
 
 
 def teacher_logits_path() -> Path | None:
@@ -169,6 +171,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             students[f"word student ({arch}), {fmt(max(size['curve']))} transfer rows"] = most
 
     shared = _shared_teacher(store, rt, size, folder) if size["imdb"] is not None else None
+    alone = _model_speed(store, rt.loc[~train, "text"].tolist(), teacher_set, teacher, frozen,
+                         students)  # fmt: skip
     url = store.engine.url.render_as_string(hide_password=False)
     store.engine.dispose()
     speed = _scoring(url, teacher_encoder, teacher_set, teacher, frozen, students)
@@ -198,6 +202,12 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         for arch in size["archs"]
     ]
     word_rate = speed[next(iter(students))]
+    alone_minilm, alone_teacher = alone[MINILM_PATH], alone[TEACHER_PATH]
+    alone_rows = [
+        [name, fmt(round(rate)), f"{rate / alone_minilm:.1f}x", f"{rate / alone_teacher:.0f}x"]
+        for name, rate in alone.items()
+    ]
+    alone_word = alone[next(iter(students))]
     teacher_rate = speed["teacher (embed + predict)"]
     load = os.getloadavg()
     section = Section(
@@ -211,6 +221,14 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 "scoring speed from text (rows/s, each path in a fresh process)",
                 ["model", "parameters", "accuracy", "teacher, same rows", "rows/s"],
                 accuracy_rows,
+            ),
+            Table(
+                f"The models alone: rows/s from text to class probabilities on the "
+                f"{fmt(int((~train).sum()))} held-out rows, in one process, every model "
+                f"loaded first (best of {SPEED_ROUNDS} interleaved rounds; no database "
+                "reads or writes, which the table above includes)",
+                ["model", "rows/s", "vs MiniLM + head", "vs teacher"],
+                alone_rows,
             ),
             Table(
                 "Wall time per step (seconds), fresh SQLite file, no GPU; load average "
@@ -238,6 +256,13 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 f"{fmt(round(word_rate))} vs {fmt(round(reference))} "
                 f"({word_rate / reference:.0f}x) / {fmt(round(teacher_rate))} "
                 f"({word_rate / teacher_rate:.0f}x)",
+            ],
+            [
+                "students",
+                "RT rows/s, the models alone: word student vs MiniLM + head / teacher",
+                f"{fmt(round(alone_word))} vs {fmt(round(alone_minilm))} "
+                f"({alone_word / alone_minilm:.1f}x) / {fmt(round(alone_teacher))} "
+                f"({alone_word / alone_teacher:.0f}x)",
             ],
         ],  # fmt: skip
         notes=[
@@ -279,6 +304,43 @@ def _shared_teacher(store, rt, size, folder) -> list[str] | None:
         f"{fmt(len(imdb))} IMDB rows",
         fmt(result["parameters"]), pct(result["accuracy"]), pct(result["teacher_accuracy"]), "",
     ]  # fmt: skip
+
+
+def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[str, float]:
+    """Rows/s of each model alone, from text to class probabilities, in this process: the
+    encoders with their heads, and every student that reads text. All are loaded (and run
+    once) first, then timed in turn, round after round, so that a change of load touches
+    them all alike; each keeps its best round."""
+    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.kinds import model_kind
+
+    def encoder_and_head(set_name: str, head: str, version: int):
+        row = store.encoder(store.require_set(set_name).encoder_id)
+        onnx, tokenizer_json = store.encoder_bytes(row.encoder_id)
+        encoder = load_encoder(row.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
+                               dim=row.dim, max_length=row.max_length)  # fmt: skip
+        model = store.find_model(head, version)
+        scorer = model_kind(model.kind).load(store.model_blob(model.model_id))
+        return lambda batch: scorer.predict_proba(encoder.encode(batch).vectors)
+
+    paths = {
+        MINILM_PATH: encoder_and_head("rt_minilm", FROZEN, frozen["version"]),
+        TEACHER_PATH: encoder_and_head(teacher_set, TEACHER, teacher["version"]),
+    }
+    for name, result in students.items():
+        if result["kind"] != "head":
+            model = store.find_model(STUDENT, result["version"])
+            student = model_kind(model.kind).load(store.model_blob(model.model_id))
+            paths[name] = student.predict_proba
+    for run in paths.values():
+        run(texts[:16])
+    best = dict.fromkeys(paths, 0.0)
+    for _ in range(SPEED_ROUNDS):
+        for name, run in paths.items():
+            started = time.perf_counter()
+            run(texts)
+            best[name] = max(best[name], len(texts) / (time.perf_counter() - started))
+    return best
 
 
 def _scoring(url, teacher_encoder, teacher_set, teacher, frozen, students) -> dict[str, float]:
