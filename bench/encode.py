@@ -677,10 +677,10 @@ def _accuracy_tables(section: Section, rt, head_rows: int | None) -> None:
     ]
 
 
-# The only figure in the repository's history measured on a CPU without VNNI.
+# What is known of a CPU without VNNI: no such machine is at hand, but its kernels run emulated.
 PREVIOUS_OTHER_KIND = (
-    "not measured here; a previous session measured min cosine 0.975 to PyTorch on the five "
-    "parity sentences of this 7-bit graph's recipe on a CPU without VNNI (commit bdcc8c5)"
+    "not measured natively here; emulated (python -m bench.emulated: QEMU's Haswell, AVX2 "
+    "kernels) on the held-out rows: docs/guides/data-scientist.md, CPU kinds"
 )
 
 
