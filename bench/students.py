@@ -32,10 +32,10 @@ SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "rt": None,
         "teacher_model": "all-mpnet-base-v2",
-        "curve": (0, 6_000, 12_000),
+        "curve": (0, 6_000, 12_000, 24_000, 48_000),
         "archs": ("bag", "cnn", "bilstm", "ngrams"),
-        # the default's transfer rows (cached by then): the CLI measurement in the guide
-        "encoder_student": {"transfer_rows": 6_000, "epochs": 1},
+        # the default's transfer rows (cached by then) and the kind's default epochs (3)
+        "encoder_student": {"transfer_rows": 6_000},
         "imdb": None,
     },
     "quick": {
@@ -61,6 +61,9 @@ RT_SOURCE = "SELECT item_key, text FROM rt_reviews"
 TEACHER, FROZEN, STUDENT = "rt_teacher", "rt_minilm_head", "rt_student"
 MINILM_PATH, TEACHER_PATH = "MiniLM int8 + head", "teacher (its encoder int8 + head)"
 SPEED_ROUNDS = 3
+# The issue's bounds on the default word student: its size, and its speed alone from text
+# against MiniLM int8 + head; accuracy within TIE_POINTS of the best counts as a tie.
+MAX_PARAMETERS, MIN_SPEEDUP, TIE_POINTS = 1_000_000, 20, 0.5
 
 
 def teacher_logits_path() -> Path | None:
@@ -77,6 +80,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     from bench.accuracy import tfidf_lr
     from sqlheads import datasets, host
     from sqlheads.engine.catalog import DEFAULT_MODEL
+    from sqlheads.engine.kinds import student_kind
     from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
     from sqlheads.engine.transfer import DEFAULT_ROWS
     from sqlheads.store.repository import Store
@@ -151,7 +155,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     }
     encoder_options = dict(size["encoder_student"])
     encoder_rows = encoder_options.pop("transfer_rows")
-    students[f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows"] = distill(
+    epochs = encoder_options.get("epochs") or student_kind("encoder").epochs
+    students[
+        f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows, {epochs} epochs"
+    ] = distill(
         "distill the encoder student (MiniLM) on 2 CPU cores", student="encoder",
         transfer_rows=encoder_rows, device="cpu", **encoder_options)  # fmt: skip
     default_student = next(iter(students.values()))
@@ -208,6 +215,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         for name, rate in alone.items()
     ]
     alone_word = alone[next(iter(students))]
+    choice_rows, best = _choice(size["curve"], rows, fitted, alone, alone_minilm)
     teacher_rate = speed["teacher (embed + predict)"]
     load = os.getloadavg()
     section = Section(
@@ -242,6 +250,21 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 ["architecture", "dim", *(f"{fmt(n)} rows" for n in size["curve"])],
                 curve_rows,
             ),
+            Table(
+                "Which word student: each architecture's parameters (at the most transfer "
+                f"rows), its speed alone against MiniLM + head, and its best point on the "
+                f"curve; eligible: under {fmt(MAX_PARAMETERS)} parameters and at least "
+                f"{MIN_SPEEDUP}x MiniLM + head",
+                [
+                    "architecture",
+                    "parameters",
+                    "vs MiniLM + head",
+                    "eligible",
+                    "best accuracy",
+                    "at transfer rows",
+                ],
+                choice_rows,
+            ),
         ],
         headline=[
             [
@@ -271,10 +294,55 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             f"{fmt(scored.get('transfer_rows_scored', 0))} transfer rows for it "
             f"({fmt(scored.get('own_rows_from_stored_vectors', 0))} own rows from the vectors "
             "its set stored) and every later student reused them.",
+            best,
         ],
     )
     section.plots.append(_plot(out_dir, accuracy_rows, curve, size["curve"]))
     return section
+
+
+def _choice(counts, default_rows, fitted, alone, alone_minilm) -> tuple[list[list[str]], str]:
+    """Each architecture's row of the choice table, and a sentence naming the most accurate
+    eligible (architecture, transfer rows) of the curve and whether it is the default. Within
+    ``TIE_POINTS`` of the best, fewer transfer rows win: each costs the teacher's time, and
+    differences that small are a handful of the held-out rows."""
+    from sqlheads.engine.students import DEFAULT_ARCH
+
+    rows, candidates = [], []
+    for arch in dict.fromkeys(a for a, _ in fitted):
+        most = fitted[arch, max(counts)]
+        speedup = alone[_speed_name(arch, counts, default_rows)] / alone_minilm
+        eligible = most["parameters"] < MAX_PARAMETERS and speedup >= MIN_SPEEDUP
+        top = max(counts, key=lambda n: (fitted[arch, n]["accuracy"], -n))
+        rows.append([arch, fmt(most["parameters"]), f"{speedup:.1f}x", "yes" if eligible else "no",
+                     pct(fitted[arch, top]["accuracy"]), fmt(top)])  # fmt: skip
+        if eligible:
+            candidates += [(fitted[arch, n]["accuracy"], arch, n) for n in counts]
+    if not candidates:
+        return rows, "No word student is eligible in this run."
+    top_accuracy = max(accuracy for accuracy, _, _ in candidates)
+    close = [c for c in candidates if c[0] >= top_accuracy - TIE_POINTS / 100]
+    accuracy, arch, count = min(close, key=lambda c: (c[2], -c[0]))
+    default = (arch, count) == (DEFAULT_ARCH, default_rows)
+    verdict = (
+        "which is the default"
+        if default
+        else (f"which is NOT the default ({DEFAULT_ARCH}, {fmt(default_rows)} transfer rows)")
+    )
+    return rows, (
+        f"The best eligible word student (the most accurate; within {TIE_POINTS} points of it, "
+        f"the fewest transfer rows): {arch} with {fmt(count)} transfer rows, {pct(accuracy)}, "
+        f"{verdict}."
+    )
+
+
+def _speed_name(arch: str, counts, default_rows: int) -> str:
+    """The name under which ``arch``'s student was timed (see ``run``)."""
+    from sqlheads.engine.students import DEFAULT_ARCH
+
+    if arch == DEFAULT_ARCH:
+        return f"word student ({arch}), {fmt(default_rows)} transfer rows (the default)"
+    return f"word student ({arch}), {fmt(max(counts))} transfer rows"
 
 
 def _shared_teacher(store, rt, size, folder) -> list[str] | None:
