@@ -162,6 +162,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         "distill the encoder student (MiniLM) on 2 CPU cores", student="encoder",
         transfer_rows=encoder_rows, device="cpu", **encoder_options)  # fmt: skip
     default_student = next(iter(students.values()))
+    timed_as = {DEFAULT_ARCH: next(iter(students))}  # each architecture's name in the speed tables
 
     fitted = {(DEFAULT_ARCH, rows): default_student, (DEFAULT_ARCH, 0): students[
         "word student, no transfer rows"]}  # fmt: skip
@@ -175,7 +176,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             curve.setdefault(arch, {})[count] = fitted[arch, count]["accuracy"]
         if arch != DEFAULT_ARCH:  # each architecture's speed, at the most rows it saw
             most = fitted[arch, max(size["curve"])]
-            students[f"word student ({arch}), {fmt(max(size['curve']))} transfer rows"] = most
+            timed_as[arch] = f"word student ({arch}), {fmt(max(size['curve']))} transfer rows"
+            students[timed_as[arch]] = most
 
     shared = _shared_teacher(store, rt, size, folder) if size["imdb"] is not None else None
     alone = _model_speed(store, rt.loc[~train, "text"].tolist(), teacher_set, teacher, frozen,
@@ -215,7 +217,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         for name, rate in alone.items()
     ]
     alone_word = alone[next(iter(students))]
-    choice_rows, best = _choice(size["curve"], rows, fitted, alone, alone_minilm)
+    choice_rows, best = _choice(size["curve"], rows, fitted, timed_as, alone, alone_minilm)
     teacher_rate = speed["teacher (embed + predict)"]
     load = os.getloadavg()
     section = Section(
@@ -301,7 +303,9 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     return section
 
 
-def _choice(counts, default_rows, fitted, alone, alone_minilm) -> tuple[list[list[str]], str]:
+def _choice(
+    counts, default_rows, fitted, timed_as, alone, alone_minilm
+) -> tuple[list[list[str]], str]:
     """Each architecture's row of the choice table, and a sentence naming the most accurate
     eligible (architecture, transfer rows) of the curve and whether it is the default. Within
     ``TIE_POINTS`` of the best, fewer transfer rows win: each costs the teacher's time, and
@@ -309,9 +313,9 @@ def _choice(counts, default_rows, fitted, alone, alone_minilm) -> tuple[list[lis
     from sqlheads.engine.students import DEFAULT_ARCH
 
     rows, candidates = [], []
-    for arch in dict.fromkeys(a for a, _ in fitted):
+    for arch in timed_as:
         most = fitted[arch, max(counts)]
-        speedup = alone[_speed_name(arch, counts, default_rows)] / alone_minilm
+        speedup = alone[timed_as[arch]] / alone_minilm
         eligible = most["parameters"] < MAX_PARAMETERS and speedup >= MIN_SPEEDUP
         top = max(counts, key=lambda n: (fitted[arch, n]["accuracy"], -n))
         rows.append([arch, fmt(most["parameters"]), f"{speedup:.1f}x", "yes" if eligible else "no",
@@ -334,15 +338,6 @@ def _choice(counts, default_rows, fitted, alone, alone_minilm) -> tuple[list[lis
         f"the fewest transfer rows): {arch} with {fmt(count)} transfer rows, {pct(accuracy)}, "
         f"{verdict}."
     )
-
-
-def _speed_name(arch: str, counts, default_rows: int) -> str:
-    """The name under which ``arch``'s student was timed (see ``run``)."""
-    from sqlheads.engine.students import DEFAULT_ARCH
-
-    if arch == DEFAULT_ARCH:
-        return f"word student ({arch}), {fmt(default_rows)} transfer rows (the default)"
-    return f"word student ({arch}), {fmt(max(counts))} transfer rows"
 
 
 def _shared_teacher(store, rt, size, folder) -> list[str] | None:
