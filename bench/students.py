@@ -34,8 +34,8 @@ SIZES: dict[str, dict[str, Any]] = {
         "teacher_model": "all-mpnet-base-v2",
         "curve": (0, 6_000, 12_000, 24_000, 48_000),
         "archs": ("bag", "cnn", "bilstm", "ngrams"),
-        # the default's transfer rows (cached by then) and the kind's default epochs (3)
-        "encoder_student": {"transfer_rows": 6_000},
+        # the kind's default transfer rows (cached by then) and epochs (3)
+        "encoder_student": {"transfer_rows": None},
         "imdb": None,
     },
     "quick": {
@@ -131,16 +131,18 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         print(f"[students] {name}: {result['accuracy']:.4f}", file=sys.stderr, flush=True)
         return result
 
+    # each student's own default count at full scale (the word student's is DEFAULT_ROWS)
     rows = DEFAULT_ROWS if scale == "full" else max(size["curve"])
+    tfidf_rows = student_kind("tfidf").transfer_rows if scale == "full" else rows
     students = {
         f"word student ({DEFAULT_ARCH}), {fmt(rows)} transfer rows (the default)": distill(
             "distill the default word student (teacher scoring included)", transfer_rows=rows
         ),
         "word student, no transfer rows": distill("distill a word student", transfer_rows=0),
-        f"TF-IDF student, {fmt(rows)} transfer rows": distill(
+        f"TF-IDF student, {fmt(tfidf_rows)} transfer rows": distill(
             "distill a TF-IDF student",
             student="tfidf",
-            transfer_rows=rows,
+            transfer_rows=tfidf_rows,
             gold_weight=0.5,
             temperature=2.0,
         ),  # fmt: skip
@@ -154,7 +156,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         ),  # fmt: skip
     }
     encoder_options = dict(size["encoder_student"])
-    encoder_rows = encoder_options.pop("transfer_rows")
+    encoder_rows = encoder_options.pop("transfer_rows") or student_kind("encoder").transfer_rows
     epochs = encoder_options.get("epochs") or student_kind("encoder").epochs
     students[
         f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows, {epochs} epochs"

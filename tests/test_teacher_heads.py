@@ -245,3 +245,22 @@ def test_the_teachers_progress_counts_each_stage_against_its_own_total(taught: S
     for stage in ("the student's rows", "transfer rows"):
         finished = rf"teacher teacher: {stage}: (\d+) of \1 rows \(100 %\)"
         assert re.search(finished, result.stderr), result.stderr
+
+
+def test_the_default_count_of_transfer_rows_is_the_student_kinds(taught: Store):
+    """With no ``transfer_rows`` a student asks for its kind's measured count (the TF-IDF
+    student 6,000, the word student DEFAULT_ROWS); the bigger ask reuses the smaller's cache."""
+    from sqlheads.engine.kinds import student_kind
+    from sqlheads.engine.transfer import DEFAULT_ROWS
+
+    assert student_kind("word").transfer_rows == DEFAULT_ROWS > 6_000
+    assert student_kind("tfidf").transfer_rows == student_kind("encoder").transfer_rows == 6_000
+    tfidf = _distill(taught, student="tfidf", transfer_rows=None)
+    assert tfidf["teacher_rows_scored"]["transfer_rows_scored"] == 6_000
+    assert tfidf["rows_train"] == 480 + 6_000
+    word = _distill(taught, transfer_rows=None)
+    scored = word["teacher_rows_scored"]
+    assert scored["transfer_rows_cached"] == 6_000 and scored["transfer_rows_scored"] > 0
+    # 480 training rows make fewer than DEFAULT_ROWS copies: all of them, then
+    assert word["rows_train"] == 480 + 6_000 + scored["transfer_rows_scored"]
+    assert _count(taught, s.transfer_rows) == 6_000 + scored["transfer_rows_scored"]

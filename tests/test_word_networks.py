@@ -106,3 +106,25 @@ def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
     assert weight[2:].abs().max() > 0  # the vocabulary's own tokens start random
     if arch == "ngrams":  # a bucket no training bigram hashes to is never trained either
         assert net.bigrams.weight.detach().abs().max() == 0
+
+
+def test_the_fast_tokenising_path_gives_the_full_tokenizers_ids(tokenizer_json):
+    """Scoring tokenises without character offsets (``encode_batch_fast``); the ids must be
+    those of the full path, cut where it cuts, accents and long texts included."""
+    from tokenizers import Tokenizer as RustTokenizer
+
+    from sqlheads import datasets
+    from sqlheads.engine.encoder import Tokenizer
+    from sqlheads.engine.students import TextTokens
+
+    texts = datasets.imdb()["text"].tolist()[:300] + ["Amélie, naïve 😀 café!", "", "a"]
+    full = RustTokenizer.from_str(tokenizer_json)
+    full.no_padding()
+    full.enable_truncation(256)
+    expected = [e.ids for e in full.encode_batch(texts, add_special_tokens=False)]
+    assert TextTokens(tokenizer_json, 256).ids(texts) == [ids or [0] for ids in expected]
+    full.no_truncation()
+    uncut = [e.ids for e in full.encode_batch(texts, add_special_tokens=False)]
+    assert max(map(len, uncut)) > 256  # the cut is exercised
+    framed = Tokenizer(tokenizer_json, 100_000).encode(texts, truncate=True)
+    assert [ids[1:-1] for ids in framed] == uncut

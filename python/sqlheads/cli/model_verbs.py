@@ -14,9 +14,8 @@ from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, StudentParams
+from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, StudentParams
 from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
-from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -106,11 +105,16 @@ TeacherHeadOption = Annotated[
         "frozen all-mpnet-base-v2 head: no GPU needed)."
     ),
 ]
+TRANSFER_DEFAULTS = ", ".join(
+    f"{student} {KINDS[kind].transfer_rows:,}"
+    for student, kind in STUDENTS.items()
+    if KINDS[kind].reads == "text"
+)
 TransferRowsOption = Annotated[
     int | None,
     typer.Option(
-        help=f"With --teacher-head: transfer rows the teacher labels ({DEFAULT_ROWS:,}; "
-        "cached for the next student)."
+        help="With --teacher-head: transfer rows the teacher labels (each student's measured "
+        f"default: {TRANSFER_DEFAULTS}; cached for the next student)."
     ),
 ]
 ArchOption = Annotated[

@@ -136,7 +136,8 @@ class Tokenizer:
     def windows(self, texts: Sequence[str], *, truncate: bool) -> list[list[list[int]]]:
         """Each text as one or more framed windows; long texts overlap by ``overlap``."""
         stride = max(1, int(self.body_length * (1 - self.overlap)))
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        # no character offsets (unused): the same ids, faster (as the word student's)
+        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         result = []
         for encoding in encoded:
             body = encoding.ids
@@ -154,7 +155,7 @@ class Tokenizer:
         model reading the first window sees only in part."""
         if not texts:
             return 0.0
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return sum(len(e.ids) > self.body_length for e in encoded) / len(encoded)
 
     def frame(self, body: Sequence[int]) -> list[int]:

@@ -22,6 +22,7 @@ from sqlheads.engine import students
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.transfer import DEFAULT_ROWS
 from sqlheads.errors import InvalidParameterError, UnknownKindError
 
 READS = ("vector", "text")
@@ -67,6 +68,7 @@ class ModelKind:
     epochs: int | None = None  # distillation defaults, unless the caller gives them
     lr: float | None = None
     progress_unit: str = "epochs"  # what its distillation counts while it runs
+    transfer_rows: int = DEFAULT_ROWS  # a text student's transfer rows, unless the caller's
 
     def distill_params(self, distill: DistillParams) -> DistillParams:
         """``distill`` with this kind's epochs and learning rate where it gives none."""
@@ -216,6 +218,9 @@ KINDS: dict[str, ModelKind] = {
         epochs=3,
         lr=5e-5,
         progress_unit="steps",
+        # Its fitting time grows with its rows (619 s for 6,824 + 6,000 on 2 CPU cores) and
+        # 24,000 transfer rows scored no better on Rotten Tomatoes (84.35 against 84.4 %).
+        transfer_rows=6_000,
     ),
     "tfidf_student": ModelKind(
         "tfidf_student",
@@ -229,6 +234,9 @@ KINDS: dict[str, ModelKind] = {
         epochs=1,  # unused: L-BFGS on a convex loss has neither
         lr=1.0,
         progress_unit="iterations",
+        # more rows bought nothing on Rotten Tomatoes (78.14 % with 6,000, 78.08 % with 48,000)
+        # for eight times the teacher's time
+        transfer_rows=6_000,
     ),
 }
 # The word student's and the head's defaults were measured on Rotten Tomatoes with the mpnet-rt

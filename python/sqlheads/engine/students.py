@@ -118,7 +118,9 @@ class TextTokens:
         self.vocab_size = self._tokenizer.get_vocab_size(with_added_tokens=True)
 
     def ids(self, texts: Sequence[str]) -> list[list[int]]:
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        # The fast batch skips character offsets, which nothing here reads: the same ids, in
+        # about two thirds of the time, and tokenising is most of a small student's scoring.
+        encoded = self._tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         return [e.ids or [self.pad_id] for e in encoded]
 
     def pad(self, sequences: Sequence[list[int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -79,7 +79,8 @@ def distill(
     student_params, params = student_params.validate(), params.validate()
     kind = student_params.kind
     # Refused now, before a teacher scores a row; a head student reads no transfer rows.
-    recipe = teach.recipe(transfer_rows if kind.reads == "text" else 0, params.seed)
+    wanted = kind.transfer_rows if transfer_rows is None else transfer_rows
+    recipe = teach.recipe(wanted if kind.reads == "text" else 0, params.seed)
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
     labelled = RowSource.of(store, labels).labels()

@@ -29,7 +29,6 @@ from sqlheads.engine.kinds import model_kind
 from sqlheads.engine.progress import Progress, after
 from sqlheads.engine.teaching import Teacher, as_logits
 from sqlheads.engine.transfer import (
-    DEFAULT_ROWS,
     TransferRecipe,
     build_transfer,
     encoder_neighbours,
@@ -314,10 +313,9 @@ def taught_rows(
     )
 
 
-def recipe(transfer_rows: int | None, seed: int) -> TransferRecipe:
-    """The transfer rows a student asks for (None: the default count), validated."""
-    rows = DEFAULT_ROWS if transfer_rows is None else transfer_rows
-    return TransferRecipe(rows=rows, seed=seed).validate()
+def recipe(transfer_rows: int, seed: int) -> TransferRecipe:
+    """The transfer rows a student asks for, validated (before a teacher scores a row)."""
+    return TransferRecipe(rows=transfer_rows, seed=seed).validate()
 
 
 def refuse_two_teachers(soft_labels: str | None) -> None:
