@@ -38,7 +38,7 @@ TEACHER_OPTIONS = {
     "max_steps": ("Stop after this many optimiser steps (smoke runs).", "none"),
     "transfer_rows": (
         "Rows the teacher labels beyond the set's, for the text students (cached).",
-        48_000,
+        12_000,
     ),
 }
 
