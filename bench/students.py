@@ -135,16 +135,16 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         return result
 
     # each student's own default count at full scale (the word student's is DEFAULT_ROWS)
-    most = max(size["curve"])
-    rows = DEFAULT_ROWS if scale == "full" else most
+    most_rows = max(size["curve"])
+    rows = DEFAULT_ROWS if scale == "full" else most_rows
     tfidf_rows = student_kind("tfidf").transfer_rows if scale == "full" else rows
     # The teacher labels the curve's whole transfer set first, in one pass: int8 scoring moves
     # a little with the rows that share a batch, so a set filled in steps is not the set filled
     # at once. Filled once, every student reads the same rows and logits whatever it asks for.
-    primed_as = f"TF-IDF student, {fmt(most)} transfer rows"
+    primed_as = f"TF-IDF student, {fmt(most_rows)} transfer rows"
     primed = distill(
-        f"the teacher scoring {fmt(most)} transfer rows, then a TF-IDF student on them",
-        student="tfidf", transfer_rows=most, gold_weight=0.5, temperature=2.0)  # fmt: skip
+        f"the teacher scoring {fmt(most_rows)} transfer rows, then a TF-IDF student on them",
+        student="tfidf", transfer_rows=most_rows, gold_weight=0.5, temperature=2.0)  # fmt: skip
     students = {
         f"word student ({DEFAULT_ARCH}), {fmt(rows)} transfer rows (the default)": distill(
             "distill the default word student", transfer_rows=rows
@@ -190,9 +190,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 )
             curve.setdefault(arch, {})[count] = fitted[arch, count]["accuracy"]
         if arch != DEFAULT_ARCH:  # each architecture's speed, at the most rows it saw
-            most = fitted[arch, max(size["curve"])]
-            timed_as[arch] = f"word student ({arch}), {fmt(max(size['curve']))} transfer rows"
-            students[timed_as[arch]] = most
+            timed_as[arch] = f"word student ({arch}), {fmt(most_rows)} transfer rows"
+            students[timed_as[arch]] = fitted[arch, most_rows]
 
     shared = _shared_teacher(store, rt, size, folder) if size["imdb"] is not None else None
     alone = _model_speed(store, rt.loc[~train, "text"].tolist(), teacher_set, teacher, frozen,
@@ -218,7 +217,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         accuracy_rows.append(shared)
     teacher_seconds = primed.get("teacher_seconds", {})
     step_rows = [[name, f"{seconds:.1f}"] for name, seconds in steps.items()]
-    step_rows.append([f"  of which: the teacher scoring the {fmt(most)} transfer rows",
+    step_rows.append([f"  of which: the teacher scoring the {fmt(most_rows)} transfer rows",
                       f"{teacher_seconds.get('transfer_scoring', 0.0):.1f}"])  # fmt: skip
     scored = primed.get("teacher_rows_scored", {})
     curve_rows = [
