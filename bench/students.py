@@ -50,7 +50,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "rt": 300,
         "teacher_model": "all-MiniLM-L6-v2",
         "curve": (0, 150),
-        "archs": ("bag",),
+        "archs": ("bag", "ngrams"),  # a second (the cheapest) runs the other architectures' path
         "encoder_student": {"transfer_rows": 50, "epochs": 1, "max_steps": 3},
         "imdb": None,  # the GPU teacher's logits: not at this scale
     },

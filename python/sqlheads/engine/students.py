@@ -86,10 +86,10 @@ ARCHITECTURE_SIZES: dict[str, dict[str, int]] = {
     "bilstm": {"dim": 64, "channels": 128, "hidden": 64, "max_vocabulary": 12_000},
     "ngrams": {"dim": 32, "channels": 0, "hidden": 64, "buckets": 16_000, "max_vocabulary": 15_000},
 }
-# The most accurate of those that scored text at least 20 times as fast as MiniLM int8 + head
-# on a busy Xeon (bag 49x, ngrams 77x; cnn 16x, bilstm 12x). On a quiet EPYC, whose VNNI int8
-# MiniLM is faster, only ngrams clears 20x (bag 17.4x) and it scores under TF-IDF + LR, so bag
-# stays (docs/guides/data-scientist.md, "Which word student is the default").
+# The most accurate of those that score text at least 20 times as fast as MiniLM int8 + head
+# (the bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
+# (docs/guides/data-scientist.md, "Which word student is the default"); its transfer rows are
+# engine.transfer.DEFAULT_ROWS.
 DEFAULT_ARCH = "bag"
 
 
