@@ -142,9 +142,8 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
     env = os.environ | {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "SQLHEADS_SAMPLE_ROWS": "2000",
-        # the CPU students' block asks its teacher for $TRANSFER_ROWS transfer rows if set (else
-        # each student's default, 48,000 for the word student: ten minutes of MPNet's on two
-        # cores); 300 keep the test's to seconds
+        # the CPU students' block asks its teacher for ${TRANSFER_ROWS:-12000} transfer rows
+        # (each student's default): minutes of MPNet's on two cores; 300 keep the test's to seconds
         "TRANSFER_ROWS": "300",
     }
     env.pop("SQLHEADS_URL", None)
