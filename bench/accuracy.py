@@ -135,8 +135,8 @@ def cli_accuracy(model: str, frame, long_text: str, db: Path) -> dict[str, float
 def run(out_dir: Path, scale: str = "full") -> Section:
     from bench.common import seeded_subsample
     from sqlheads import datasets
-    from sqlheads.engine.catalog import CATALOG, DEFAULT_MODEL
-    from sqlheads.engine.encoder import cache_dir
+    from sqlheads.engine.encoders.catalog import CATALOG, DEFAULT_MODEL
+    from sqlheads.engine.encoders.onnx_encoder import cache_dir
 
     size = SIZES[scale]
     rows: list[list[str]] = []

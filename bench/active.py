@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure, timer
-from sqlheads.engine.active import MAX_COSINE
+from sqlheads.engine.loop.active import MAX_COSINE
 from sqlheads.report import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {

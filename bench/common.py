@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from sqlheads.engine.encoder import int8_kernels
+from sqlheads.engine.encoders.onnx_encoder import int8_kernels
 from sqlheads.report import pyplot
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -286,7 +286,7 @@ def save_figure(figure, out_dir: Path, name: str) -> str:
 
 
 def vector_cache_path(tag: str, encoder_sha256: str, texts: Sequence[str], mode: str) -> Path:
-    from sqlheads.engine.encoder import cache_dir
+    from sqlheads.engine.encoders.onnx_encoder import cache_dir
 
     digest = hashlib.sha256(f"{encoder_sha256}:{mode}".encode())
     for text in texts:
@@ -308,8 +308,8 @@ def cached_vectors(
 
     Returns the vectors and the seconds encoding took, or None when they came from the cache.
     """
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-    from sqlheads.engine.export import export_encoder
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
+    from sqlheads.engine.encoders.export import export_encoder
 
     model_dir = catalog_encoder(model or DEFAULT_MODEL).model_dir()
     artifact = export_encoder(model_dir, quantization=quantization)
@@ -328,7 +328,7 @@ def cached_vectors(
 
 def onnx_encoder(artifact, threads: int):
     """An :class:`OnnxEncoder` over an export artifact, through the engine's sha256 cache."""
-    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.encoders.onnx_encoder import load_encoder
 
     return load_encoder(
         artifact.sha256,

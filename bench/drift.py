@@ -56,7 +56,7 @@ def _head(reviews, vectors, rows: int, seed: int = 0):
 
 def measure(model, found: dict[str, Any], vectors: np.ndarray) -> dict[str, float]:
     """Every signal of a set of rows, as the view and the verb compute them."""
-    from sqlheads.engine import drift
+    from sqlheads.engine.loop import drift
 
     probabilities = model.predict_proba(vectors)
     top = probabilities.max(axis=1)
@@ -73,7 +73,7 @@ def measure(model, found: dict[str, Any], vectors: np.ndarray) -> dict[str, floa
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlheads import datasets
-    from sqlheads.engine import drift
+    from sqlheads.engine.loop import drift
 
     size = SIZES[scale]
     reviews = datasets.rotten_tomatoes()
@@ -118,7 +118,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
 
 
 def _section(out_dir: Path, scale: str, size: dict[str, Any], rows: list[dict]) -> Section:
-    from sqlheads.engine import drift
+    from sqlheads.engine.loop import drift
 
     section = Section(
         name="drift",
@@ -191,7 +191,7 @@ def _section(out_dir: Path, scale: str, size: dict[str, Any], rows: list[dict]) 
 def _plot(out_dir: Path, rows: list[dict], limits: dict[str, float]) -> str:
     """Each subset size's largest value of the two signals, against their limits: the PSI less
     its chance level (what the limit is compared with), and the embedding shift."""
-    from sqlheads.engine import drift
+    from sqlheads.engine.loop import drift
 
     def excess(row: dict) -> float:
         return row["max_psi"] - drift.psi_noise(row["rows"], row["held_out"])

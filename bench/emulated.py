@@ -30,7 +30,7 @@ import numpy as np
 CPU_MODEL = "Haswell"  # AVX2 + FMA; no AVX-512, no VNNI
 EMBED = """
 import sys, numpy as np
-from sqlheads.engine.encoder import OnnxEncoder
+from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 folder = sys.argv[1]
 texts = [line.rstrip("\\n") for line in open(folder + "/texts.txt", encoding="utf-8")]
 encoder = OnnxEncoder(folder + "/model.onnx", open(folder + "/tokenizer.json").read(),
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from sqlheads import datasets
-    from sqlheads.engine.encoder import OnnxEncoder, int8_kernels
-    from sqlheads.engine.export import export_encoder
+    from sqlheads.engine.encoders.export import export_encoder
+    from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder, int8_kernels
     from sqlheads.engine.heads import HeadClassifier
 
     rt = datasets.rotten_tomatoes()

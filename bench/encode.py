@@ -33,8 +33,8 @@ from bench.common import (
     seeded_subsample,
     timer,
 )
-from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-from sqlheads.engine.encoder import (
+from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
+from sqlheads.engine.encoders.onnx_encoder import (
     CPU_BATCH_TOKENS,
     DEFAULT_MAX_LENGTH,
     SessionTuning,
@@ -251,7 +251,7 @@ def profile_path(path: str, threads: int, texts: list[str]) -> dict[str, float]:
 
 def padded_tokens(texts: list[str], model: str = DEFAULT_MODEL) -> int:
     """Positions the default int8 path computes for ``texts`` (truncated), padding included."""
-    from sqlheads.engine.encoder import Tokenizer, length_batches
+    from sqlheads.engine.encoders.onnx_encoder import Tokenizer, length_batches
 
     tokenizer_json = (catalog_encoder(model).model_dir() / "tokenizer.json").read_text()
     ids = Tokenizer(tokenizer_json, DEFAULT_MAX_LENGTH).encode(texts, truncate=True)
@@ -265,8 +265,8 @@ Batches = Callable[[Sequence[str]], list[tuple[int, int, list[int]]]]
 
 
 def _onnx_encoder(variant: Variant, threads: int, model: str):
-    from sqlheads.engine.encoder import OnnxEncoder
-    from sqlheads.engine.export import export_encoder
+    from sqlheads.engine.encoders.export import export_encoder
+    from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 
     artifact = export_encoder(catalog_encoder(model).model_dir(), quantization=variant.quantization)
     encoder = OnnxEncoder(
@@ -281,7 +281,7 @@ def _onnx_encoder(variant: Variant, threads: int, model: str):
 
 
 def _sqlheads(variant: Variant, threads: int, model: str) -> tuple[Callable, Batches]:
-    from sqlheads.engine.encoder import Tokenizer, length_batches
+    from sqlheads.engine.encoders.onnx_encoder import Tokenizer, length_batches
 
     encoder, artifact = _onnx_encoder(variant, threads, model)
     tokenizer = Tokenizer(artifact.tokenizer_json, artifact.max_length)
@@ -613,8 +613,8 @@ def _accuracy_tables(section: Section, rt, head_rows: int | None) -> None:
     graph each CPU kind gets."""
     from sklearn.linear_model import LogisticRegression
 
-    from sqlheads.engine.encoder import VNNI_FLAGS
-    from sqlheads.engine.export import export_encoder, int8_decision, weight_matmuls
+    from sqlheads.engine.encoders.export import export_encoder, int8_decision, weight_matmuls
+    from sqlheads.engine.encoders.onnx_encoder import VNNI_FLAGS
     from sqlheads.engine.heads import HeadClassifier
 
     frame = seeded_subsample(rt, head_rows)

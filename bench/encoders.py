@@ -30,7 +30,7 @@ SIZES: dict[str, dict[str, Any]] = {
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlheads import datasets
-    from sqlheads.engine.catalog import CATALOG, DEFAULT_MODEL
+    from sqlheads.engine.encoders.catalog import CATALOG, DEFAULT_MODEL
 
     size = SIZES[scale]
     models = [

@@ -194,7 +194,7 @@ def naive_logits(run: dict[str, Any], texts: Sequence[str], max_length: int, dev
 
 def teacher_available() -> bool:
     try:
-        import sqlheads.engine.teacher  # noqa: F401
+        import sqlheads.engine.training.fine_tuning  # noqa: F401
     except ImportError:
         return False
     return True
@@ -213,7 +213,7 @@ def ours_fine_tune(
 ) -> dict[str, Any]:
     """sqlheads' teacher loop with its defaults (or ``knobs`` changed), in a fresh work folder
     (no checkpoint to resume from), timed from the call."""
-    from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+    from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
 
     reset_peak_memory(device)
     work_dir = scratch_dir("bench-sidecar-teacher-")
@@ -257,9 +257,13 @@ def embed_rates(model: str, texts: Sequence[str], device) -> dict[str, Any]:
     """TorchEncoder rows/s on ``texts`` against the fast tokenizer alone, same windows."""
     import json
 
-    from sqlheads.engine.catalog import catalog_encoder
-    from sqlheads.engine.encoder import DEFAULT_BATCH_TOKENS, Tokenizer
-    from sqlheads.engine.torch_encoder import GPU_BATCH_SIZE, GPU_BATCH_TOKENS, TorchEncoder
+    from sqlheads.engine.encoders.catalog import catalog_encoder
+    from sqlheads.engine.encoders.onnx_encoder import DEFAULT_BATCH_TOKENS, Tokenizer
+    from sqlheads.engine.encoders.torch_encoder import (
+        GPU_BATCH_SIZE,
+        GPU_BATCH_TOKENS,
+        TorchEncoder,
+    )
 
     model_dir = catalog_encoder(model).model_dir()
     tokenizer_json = (model_dir / "tokenizer.json").read_text(encoding="utf-8")
@@ -379,8 +383,8 @@ def student_rates(
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlheads import datasets
-    from sqlheads.engine.catalog import catalog_encoder
     from sqlheads.engine.devices import resolve_device
+    from sqlheads.engine.encoders.catalog import catalog_encoder
 
     size = SIZES[scale]
     device = resolve_device(os.environ.get("SQLHEADS_BENCH_DEVICE", "auto"))

@@ -82,10 +82,10 @@ def teacher_logits_path() -> Path | None:
 def run(out_dir: Path, scale: str = "full") -> Section:
     from bench.accuracy import tfidf_lr
     from sqlheads import datasets, host
-    from sqlheads.engine.catalog import DEFAULT_MODEL
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL
     from sqlheads.engine.kinds import student_kind
-    from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
-    from sqlheads.engine.transfer import DEFAULT_ROWS
+    from sqlheads.engine.students.transfer import DEFAULT_ROWS
+    from sqlheads.engine.students.word.student import ARCHITECTURE_SIZES, DEFAULT_ARCH
     from sqlheads.store.repository import Store
     from sqlheads.verbs import encoders
 
@@ -326,7 +326,7 @@ def _choice(
     eligible (architecture, transfer rows) of the curve and whether it is the default. Within
     ``TIE_POINTS`` of the best, fewer transfer rows win: each costs the teacher's time, and
     differences that small are a handful of the held-out rows."""
-    from sqlheads.engine.students import DEFAULT_ARCH
+    from sqlheads.engine.students.word.student import DEFAULT_ARCH
 
     rows, candidates = [], []
     for arch in timed_as:
@@ -360,7 +360,7 @@ def _shared_teacher(store, rt, size, folder) -> list[str] | None:
     """The default word student distilled from the GPU teacher's shared logits (RT train and
     IMDB rows), as a row of the accuracy table; None where the logits are not at hand."""
     from sqlheads import datasets, host
-    from sqlheads.engine.students import DEFAULT_ARCH
+    from sqlheads.engine.students.word.student import DEFAULT_ARCH
 
     path = teacher_logits_path()
     if path is None:
@@ -390,7 +390,7 @@ def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[s
     encoders with their heads, and every student that reads text. All are loaded (and run
     once) first, then timed in turn, round after round, so that a change of load touches
     them all alike; each keeps its best round."""
-    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
 
     def encoder_and_head(set_name: str, head: str, version: int):

@@ -31,9 +31,9 @@ def measure(texts: list[str], y: np.ndarray, train: np.ndarray) -> dict[str, dic
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-    from sqlheads.engine.encoder import OnnxEncoder
-    from sqlheads.engine.export import export_encoder
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
+    from sqlheads.engine.encoders.export import export_encoder
+    from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
     from sqlheads.engine.heads import HeadClassifier
 
     artifact = export_encoder(catalog_encoder(DEFAULT_MODEL).model_dir())
@@ -65,7 +65,7 @@ def measure(texts: list[str], y: np.ndarray, train: np.ndarray) -> dict[str, dic
 
 def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlheads import datasets
-    from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, WINDOW_OVERLAP
+    from sqlheads.engine.encoders.onnx_encoder import DEFAULT_MAX_LENGTH, WINDOW_OVERLAP
 
     frame = seeded_subsample(datasets.imdb(), SIZES[scale])
     y = frame["label"].to_numpy()

@@ -28,7 +28,7 @@ if OWN_CACHE:
 
 from sqlheads import datasets, host  # noqa: E402
 from sqlheads.engine import kinds  # noqa: E402
-from sqlheads.engine.distillation import DistillParams  # noqa: E402
+from sqlheads.engine.students.distillation import DistillParams  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
 from sqlheads.store.vectors import unpack_rows  # noqa: E402
 

@@ -37,7 +37,7 @@ LAYERS = {
 }
 MAX_FUNCTION_LINES = 100
 # Training loops read best whole, top to bottom; each one allowed past the limit is named.
-LONG_TRAINING_LOOPS = {"sqlheads.engine.trainer.Tuner.fit"}
+LONG_TRAINING_LOOPS = {"sqlheads.engine.training.tuner.Tuner.fit"}
 # compute/'s modules shared by several verbs; every other one is a verb's, registered in
 # procedures.SQL_SERVER_VERBS, with its embedded half in verbs/ under the same file name.
 SHARED_COMPUTE = {"columns", "versions", "model_cache"}

@@ -189,8 +189,8 @@ def test_a_version_below_its_baseline_on_imdb_is_told_the_long_text_path(rt_samp
     reviews have a median of 979 characters, under the 1,200 a character rule used, so that rule
     never fired there; 44 % of them run past MiniLM's 256 tokens."""
     from sqlheads import datasets
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-    from sqlheads.engine.encoder import Tokenizer
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
+    from sqlheads.engine.encoders.onnx_encoder import Tokenizer
     from sqlheads.verbs import baselines
 
     tokenizer_json = (catalog_encoder(DEFAULT_MODEL).model_dir() / "tokenizer.json").read_text()

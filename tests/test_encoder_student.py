@@ -16,15 +16,16 @@ from sqlalchemy import select
 from typer.testing import CliRunner
 
 from sqlheads import cli, host
-from sqlheads.engine import kinds, text_classifier
-from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.encoder_student import (
+from sqlheads.engine import kinds
+from sqlheads.engine.encoders import text_classifier
+from sqlheads.engine.encoders.text_classifier import PARITY_TOLERANCE, OnnxTextClassifier, softmax
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.encoder import (
     INT8_TOLERANCE,
     PARITY_ROWS,
     EncoderStudent,
     EncoderStudentParams,
 )
-from sqlheads.engine.text_classifier import PARITY_TOLERANCE, OnnxTextClassifier, softmax
 from sqlheads.errors import ExportParityError, InvalidParameterError, UnknownKindError
 from sqlheads.store import schema
 from sqlheads.store.repository import Store

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sqlheads.engine import drift
-from sqlheads.engine.active import DiverseQueue, margins
+from sqlheads.engine.loop import drift
+from sqlheads.engine.loop.active import DiverseQueue, margins
 from sqlheads.errors import InvalidParameterError
 
 

@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from bench.emulated import cosine, embed_emulated  # noqa: E402
 from sqlheads import datasets  # noqa: E402
-from sqlheads.engine import encoder as encoder_module  # noqa: E402
-from sqlheads.engine import export  # noqa: E402
-from sqlheads.engine.encoder import (  # noqa: E402
+from sqlheads.engine.encoders import export  # noqa: E402
+from sqlheads.engine.encoders import onnx_encoder as encoder_module  # noqa: E402
+from sqlheads.engine.encoders.int8 import MIN_COSINE_FLOOR  # noqa: E402
+from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
     WINDOW_OVERLAP,
     OnnxEncoder,
     Tokenizer,
@@ -26,7 +27,6 @@ from sqlheads.engine.encoder import (  # noqa: E402
     length_batches,
     load_encoder,
 )
-from sqlheads.engine.int8 import MIN_COSINE_FLOOR  # noqa: E402
 from sqlheads.errors import (  # noqa: E402
     EncoderNotCachedError,
     ExportParityError,

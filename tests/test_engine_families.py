@@ -26,9 +26,9 @@ from transformers import (
 )
 
 from sqlheads import datasets, host
-from sqlheads.engine import catalog, export
-from sqlheads.engine.encoder import OnnxEncoder, Tokenizer, int8_kernels
-from sqlheads.engine.int8 import CHOICES, MIN_COSINE_FLOOR, LabelledSample
+from sqlheads.engine.encoders import catalog, export
+from sqlheads.engine.encoders.int8 import CHOICES, MIN_COSINE_FLOOR, LabelledSample
+from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder, Tokenizer, int8_kernels
 from sqlheads.errors import (
     EncoderArchiveError,
     EncoderNotInstalledError,

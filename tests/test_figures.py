@@ -103,7 +103,7 @@ def test_the_catalogue_quotes_the_benchmarks():
     """``sqlheads encoders`` prints each catalogue encoder's rows/s and accuracy: they are the
     encode, encoders and accuracy sections' figures (the package cannot read docs/ at run
     time, so the figures are copied, and this keeps the copy true)."""
-    from sqlheads.engine.catalog import CATALOG
+    from sqlheads.engine.encoders.catalog import CATALOG
 
     assert CATALOG["all-MiniLM-L6-v2"].rows_per_second == quotes.catalogue_speed_minilm(RESULTS)
     assert CATALOG["all-MiniLM-L6-v2"].buys == quotes.catalogue_accuracy("MiniLM", RESULTS)

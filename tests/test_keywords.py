@@ -11,9 +11,9 @@ import pytest
 from sqlserver_tsql import external_calls
 
 from sqlheads import host, procedures
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.kinds import StudentParams
+from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.errors import InvalidParameterError, UnknownKindError
 from sqlheads.keywords import spread
 from sqlheads.procedures import sql_server_call

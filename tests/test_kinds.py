@@ -16,8 +16,8 @@ import pytest
 
 from sqlheads import host
 from sqlheads.engine import kinds
-from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.text_classifier import PARITY_TOLERANCE
+from sqlheads.engine.encoders.text_classifier import PARITY_TOLERANCE
+from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.store.repository import Store
 from sqlheads.verbs import encoders
 
@@ -75,7 +75,7 @@ def fit_tfidf_student(rows: pd.DataFrame, tmp_path, request):
 
 def fit_teacher(rows: pd.DataFrame, tmp_path, request):
     """The teacher is trained on gold labels by the sidecar's job; its blob is its export."""
-    from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+    from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
 
     texts = rows["text"].tolist()
     params = TeacherParams(max_length=32, batch_size=8, epochs=1, max_steps=2)

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from sqlheads import datasets, host
 from sqlheads.cli import app
-from sqlheads.engine import drift as signals
-from sqlheads.engine.active import margins
+from sqlheads.engine.loop import drift as signals
+from sqlheads.engine.loop.active import margins
 from sqlheads.errors import InUseError, InvalidNameError, InvalidParameterError, NotFoundError
 from sqlheads.report import build_report
 from sqlheads.store import queue_drift

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from sqlheads.engine.export import without_preprocessing_advice
+from sqlheads.engine.encoders.export import without_preprocessing_advice
 
 ADVICE = "pre-processing before quantization"
 

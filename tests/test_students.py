@@ -19,11 +19,16 @@ from conftest import count_rows
 
 from sqlheads import host, procedures
 from sqlheads.compute import columns
-from sqlheads.engine import kinds, students
-from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.encoder import OnnxEncoder, Tokenizer
+from sqlheads.engine import kinds
+from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder, Tokenizer
 from sqlheads.engine.evaluation import stratified_split
-from sqlheads.engine.students import WordStudent, WordStudentParams, encoded_token_embeddings
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.word import student as students
+from sqlheads.engine.students.word.student import (
+    WordStudent,
+    WordStudentParams,
+    encoded_token_embeddings,
+)
 from sqlheads.errors import (
     ClassMismatchError,
     ExportParityError,
@@ -155,7 +160,7 @@ def test_kinds_registry_refuses_unknown_kinds_and_students():
 def test_distillation_loss_is_the_tempered_kl_and_gold_weight_mixes_in_cross_entropy():
     import torch
 
-    from sqlheads.engine.losses import distillation_loss
+    from sqlheads.engine.students.losses import distillation_loss
 
     student = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
     teacher = torch.tensor([[1.0, 0.0], [0.0, 3.0]])

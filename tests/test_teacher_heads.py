@@ -251,7 +251,7 @@ def test_the_default_count_of_transfer_rows_is_the_student_kinds(taught: Store):
     """With no ``transfer_rows`` a student asks for its kind's measured count (the TF-IDF
     student 6,000, the word student DEFAULT_ROWS); the bigger ask reuses the smaller's cache."""
     from sqlheads.engine.kinds import student_kind
-    from sqlheads.engine.transfer import DEFAULT_ROWS
+    from sqlheads.engine.students.transfer import DEFAULT_ROWS
 
     assert student_kind("word").transfer_rows == DEFAULT_ROWS > 6_000
     assert student_kind("tfidf").transfer_rows == student_kind("encoder").transfer_rows == 6_000

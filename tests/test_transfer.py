@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sqlheads import datasets
-from sqlheads.engine.catalog import catalog_encoder
-from sqlheads.engine.transfer import (
+from sqlheads.engine.encoders.catalog import catalog_encoder
+from sqlheads.engine.students.transfer import (
     TokenNeighbours,
     TransferRecipe,
     build_transfer,

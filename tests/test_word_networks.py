@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sqlheads.engine.catalog import catalog_encoder
-from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.students import WordStudent, WordStudentParams
-from sqlheads.engine.word_networks import OTHER, PAD, compact_vocabulary
+from sqlheads.engine.encoders.catalog import catalog_encoder
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.word.network import OTHER, PAD, compact_vocabulary
+from sqlheads.engine.students.word.student import WordStudent, WordStudentParams
 from sqlheads.errors import InvalidParameterError
 
 
@@ -76,8 +76,8 @@ def test_architecture_parameters_are_validated_early():
 
 @pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
 def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabulary(arch):
-    from sqlheads.engine.students import word_student_params
-    from sqlheads.engine.word_networks import build_network
+    from sqlheads.engine.students.word.network import build_network
+    from sqlheads.engine.students.word.student import word_student_params
 
     p = word_student_params(arch)
     # texts that use every token of MPNet's 30,527: only the most used get rows
@@ -94,8 +94,8 @@ def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
     texts use fewer tokens than ``max_vocabulary``, no training token maps to it and it is never
     trained: a random start would add one fixed random vector to every unseen token of a scored
     text, a bias towards one class (a 480-row sample's held-out texts are 19 % such tokens)."""
-    from sqlheads.engine.students import word_student_params
-    from sqlheads.engine.word_networks import build_network
+    from sqlheads.engine.students.word.network import build_network
+    from sqlheads.engine.students.word.student import word_student_params
 
     p = word_student_params(arch)
     table = compact_vocabulary([[5, 7, 7], [9]], 12, 1, p.max_vocabulary)
@@ -114,8 +114,8 @@ def test_the_fast_tokenising_path_gives_the_full_tokenizers_ids(tokenizer_json):
     from tokenizers import Tokenizer as RustTokenizer
 
     from sqlheads import datasets
-    from sqlheads.engine.encoder import Tokenizer
-    from sqlheads.engine.students import TextTokens
+    from sqlheads.engine.encoders.onnx_encoder import Tokenizer
+    from sqlheads.engine.students.word.student import TextTokens
 
     texts = datasets.imdb()["text"].tolist()[:300] + ["Amélie, naïve 😀 café!", "", "a"]
     full = RustTokenizer.from_str(tokenizer_json)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sqlheads.engine.encoders.int8 import LabelledSample
 from sqlheads.engine.evaluation import stratified_split
-from sqlheads.engine.int8 import LabelledSample
 
 LABEL_NAMES = {0: "negative", 1: "positive"}
 TEST_FRACTION = 0.2

@@ -289,7 +289,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     import time
 
     from sqlheads.compute.columns import EMBED_INPUT
-    from sqlheads.engine.encoder import load_encoder
+    from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
 
     found = store.find_set(set_name)

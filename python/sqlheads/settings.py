@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlheads.engine import kinds
-from sqlheads.engine.encoder import LONG_TEXT_MODES
+from sqlheads.engine.encoders.onnx_encoder import LONG_TEXT_MODES
 from sqlheads.engine.evaluation import TEST_FRACTION as TEST_FRACTION  # the verbs' default
 from sqlheads.errors import InvalidParameterError
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, run
-from sqlheads.engine.active import MAX_COSINE
+from sqlheads.engine.loop.active import MAX_COSINE
 from sqlheads.verbs.drift import drift as drift_verb
 from sqlheads.verbs.label_queue import label_queue as label_queue_verb
 

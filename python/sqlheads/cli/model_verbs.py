@@ -12,10 +12,10 @@ from sqlheads import host, settings
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import LockTimeout, app, open_store, run
 from sqlheads.cli.render import showing_progress
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, StudentParams
-from sqlheads.engine.students import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.word.student import ARCHITECTURE_SIZES, DEFAULT_ARCH
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 

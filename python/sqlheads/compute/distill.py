@@ -26,10 +26,11 @@ from sqlheads.compute.columns import (
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
-from sqlheads.engine import baseline, drift, kinds
-from sqlheads.engine.distillation import DistillParams
+from sqlheads.engine import baseline, kinds
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
+from sqlheads.engine.loop import drift
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.errors import (
     ClassMismatchError,
     HeldOutLeakError,

@@ -15,7 +15,7 @@ from sqlheads.compute.columns import (
     require_columns,
     text_sha256,
 )
-from sqlheads.engine.encoder import load_encoder
+from sqlheads.engine.encoders.onnx_encoder import load_encoder
 from sqlheads.settings import choice
 from sqlheads.store.keys import KEYLESS, check_key_lengths, item_key_text, key_problem
 from sqlheads.store.vectors import pack_rows

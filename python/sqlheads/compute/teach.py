@@ -20,11 +20,11 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine.encoder import load_encoder
+from sqlheads.engine.encoders.onnx_encoder import load_encoder
 from sqlheads.engine.evaluation import TEST_FRACTION, held_out_keys
 from sqlheads.engine.kinds import model_kind
-from sqlheads.engine.teaching import Teacher, as_logits
-from sqlheads.engine.transfer import (
+from sqlheads.engine.students.soft_labels import Teacher, as_logits
+from sqlheads.engine.students.transfer import (
     DEFAULT_ROWS,
     TransferRecipe,
     build_transfer,

@@ -17,9 +17,10 @@ from sqlheads.compute.columns import (
     require_columns,
 )
 from sqlheads.compute.versions import baseline_metrics, version_row
-from sqlheads.engine import baseline, drift, kinds
+from sqlheads.engine import baseline, kinds
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
+from sqlheads.engine.loop import drift
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
 from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice

@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sqlheads.engine import students
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
-from sqlheads.engine.transfer import DEFAULT_ROWS
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.transfer import DEFAULT_ROWS
+from sqlheads.engine.students.word import student as students
 from sqlheads.errors import InvalidParameterError, UnknownKindError
 
 READS = ("vector", "text")
@@ -86,7 +86,7 @@ def _load_word_student(blob: bytes) -> Scorer:
 
 
 def _load_tfidf_student(blob: bytes) -> Scorer:
-    from sqlheads.engine.tfidf_student import TfidfStudent
+    from sqlheads.engine.students.tfidf import TfidfStudent
 
     return TfidfStudent.from_bytes(blob)
 
@@ -96,7 +96,7 @@ def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
     (onnxruntime and the tokenizer only: scoring needs no PyTorch)."""
 
     def load(blob: bytes) -> Scorer:
-        from sqlheads.engine.text_classifier import OnnxTextClassifier
+        from sqlheads.engine.encoders.text_classifier import OnnxTextClassifier
 
         return OnnxTextClassifier.from_bytes(blob, kind=kind)
 
@@ -106,7 +106,7 @@ def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
 def _distil_head(
     inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
-    from sqlheads.engine.head_student import distil_head
+    from sqlheads.engine.students.head import distil_head
 
     return distil_head(
         inputs,
@@ -139,7 +139,7 @@ def _distil_word_student(
 def _distil_encoder_student(
     texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
-    from sqlheads.engine.encoder_student import EncoderStudent, EncoderStudentParams
+    from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
     p = o.params
     chosen = {"model": p.student_model, "max_length": p.max_length, "max_steps": p.max_steps}
@@ -162,7 +162,7 @@ def _distil_encoder_student(
 def _distil_tfidf_student(
     texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
 ) -> Scorer:
-    from sqlheads.engine.tfidf_student import TfidfStudent
+    from sqlheads.engine.students.tfidf import TfidfStudent
 
     return TfidfStudent().fit(texts, classes, logits, gold, distill=o.distill, progress=o.progress)
 

@@ -36,7 +36,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
     engine = settings.choice("embed.engine", engine)
     if engine == "onnx" or (engine == "auto" and device.type != "cuda"):
         return None
-    from sqlheads.engine.torch_encoder import TorchEncoder  # imports torch: only when used
+    from sqlheads.engine.encoders.torch_encoder import TorchEncoder  # imports torch: only when used
 
     found = store.find_set(set_name)
     name = (

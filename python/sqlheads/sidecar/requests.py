@@ -22,8 +22,8 @@ from sqlheads.compute.columns import (
     refuse_duplicate_keys,
     refuse_unnamable_classes,
 )
-from sqlheads.engine.catalog import CATALOG
-from sqlheads.engine.text_classifier import model_directory
+from sqlheads.engine.encoders.catalog import CATALOG
+from sqlheads.engine.encoders.text_classifier import model_directory
 from sqlheads.errors import SingleClassError
 from sqlheads.store import job_inputs
 from sqlheads.store.jobs import JobQueue, in_range, split_keys

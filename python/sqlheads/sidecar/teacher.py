@@ -26,9 +26,9 @@ from sqlheads import settings
 from sqlheads.compute.columns import no_labelled_rows
 from sqlheads.compute.versions import version_row
 from sqlheads.engine import kinds
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.progress import Progress
-from sqlheads.engine.transfer import DEFAULT_ROWS
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
     InvalidParameterError,
     MissingTextError,
@@ -69,7 +69,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
     otherwise): ``labels`` (required), ``source``, ``model``, ``students``,
     ``student_model``, ``deploy``, ``test_fraction`` and the fine-tuning knobs of
     :class:`sqlheads.engine.teacher.TeacherParams` — JSON-serialisable values only."""
-    from sqlheads.engine.teacher import TeacherParams
+    from sqlheads.engine.training.fine_tuning import TeacherParams
 
     # Every field of TeacherParams is accepted (a request completed once is valid again: the
     # queue stores the completed parameters and the sidecar passes them back).
@@ -237,7 +237,7 @@ class _TeacherJob:
         """Fine-tune the teacher, score the held-out rows and every row (its soft labels),
         export it; store the version and the soft labels. The stage's summary."""
         from sqlheads.engine.evaluation import classification_metrics
-        from sqlheads.engine.teacher import TeacherClassifier, TeacherParams
+        from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
 
         keys = np.asarray(labelled["item_key"].tolist(), dtype=object)
         gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
@@ -282,8 +282,8 @@ class _TeacherJob:
         """Build the text students' transfer rows from the rows they may learn from and have
         the fine-tuned teacher score them here (on the job's device), into the cache that
         ``distill`` reads them from; how many there are."""
-        from sqlheads.engine.teaching import Teacher
-        from sqlheads.engine.transfer import TransferRecipe, learnable_rows
+        from sqlheads.engine.students.soft_labels import Teacher
+        from sqlheads.engine.students.transfer import TransferRecipe, learnable_rows
 
         if not self.request["transfer_rows"] or not self.request["students"]:
             return 0
@@ -332,7 +332,7 @@ class _TeacherJob:
         deployment against the version deployed then): the version number cannot race another
         writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
         wait 600 s for. With the keys it was trained and scored on (``labelled_keys``)."""
-        from sqlheads.engine.teacher import TeacherParams
+        from sqlheads.engine.training.fine_tuning import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
             "model": self.request["model"],
@@ -405,7 +405,7 @@ class _Probabilities:
         self.classes_ = list(teacher.classes_)
 
     def predict_proba(self, texts: Any) -> np.ndarray:
-        from sqlheads.engine.text_classifier import softmax
+        from sqlheads.engine.encoders.text_classifier import softmax
 
         return softmax(self.teacher.logits(list(texts)))
 

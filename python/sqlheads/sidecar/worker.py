@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from sqlheads import settings
-from sqlheads.engine.encoder import cache_dir
+from sqlheads.engine.encoders.onnx_encoder import cache_dir
 from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
 from sqlheads.sidecar.progress import JobBar, JobLines, RecordedProgress
 from sqlheads.store.claims import JobClaim

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlheads.engine.encoder import Tokenizer
+from sqlheads.engine.encoders.onnx_encoder import Tokenizer
 from sqlheads.errors import StoredQueryOwnerError
 from sqlheads.store.repository import EmbeddingSet, Encoder, Store
 from sqlheads.verbs.rows import RowSource, set_texts

@@ -18,9 +18,9 @@ import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.distill import distill as distill_rows
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.kinds import ModelKind, StudentParams
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.store.keys import required_keys
 from sqlheads.store.repository import EmbeddingSet, Encoder, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sqlheads.engine import drift as signals
+from sqlheads.engine.loop import drift as signals
 from sqlheads.store.queue_drift import (
     drift_rows,
     labelled_keys_recorded,

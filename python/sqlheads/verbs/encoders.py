@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlheads import datasets, settings
-from sqlheads.engine.encoder import DEFAULT_MAX_LENGTH, is_cached
+from sqlheads.engine.encoders.onnx_encoder import DEFAULT_MAX_LENGTH, is_cached
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import Encoder, Store, validate_name
@@ -36,8 +36,8 @@ def register_encoder(
     refused. ``progress`` hears, as a stage, whether the export is made or read from this
     machine's cache.
     """
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
-    from sqlheads.engine.export import export_encoder
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
+    from sqlheads.engine.encoders.export import export_encoder
 
     if model is not None and model_dir is not None:
         raise InvalidParameterError(
@@ -89,7 +89,7 @@ def register_encoder(
 
 def encoders(store: Store) -> dict[str, Any]:
     """The catalogue (installed or not, registered under which names) and what is registered."""
-    from sqlheads.engine.catalog import CATALOG
+    from sqlheads.engine.encoders.catalog import CATALOG
 
     registered = store.encoder_listing()
     catalogue = []

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine.active import MAX_COSINE, DiverseQueue
+from sqlheads.engine.loop.active import MAX_COSINE, DiverseQueue
 from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.store.queue_drift import (
     labelled_keys_recorded,

@@ -24,11 +24,11 @@ import pandas as pd
 
 from sqlheads.compute.columns import text_sha256
 from sqlheads.engine import evaluation
-from sqlheads.engine.encoder import load_encoder
+from sqlheads.engine.encoders.onnx_encoder import load_encoder
 from sqlheads.engine.kinds import model_kind
 from sqlheads.engine.progress import Progress, after
-from sqlheads.engine.teaching import Teacher, as_logits
-from sqlheads.engine.transfer import (
+from sqlheads.engine.students.soft_labels import Teacher, as_logits
+from sqlheads.engine.students.transfer import (
     TransferRecipe,
     build_transfer,
     encoder_neighbours,

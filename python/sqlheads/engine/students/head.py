@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sqlheads.engine.distillation import DistillParams, fit_student
 from sqlheads.engine.heads import (
     HeadClassifier,
     HeadParams,
@@ -21,6 +20,7 @@ from sqlheads.engine.heads import (
     network_weights,
 )
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import DistillParams, fit_student
 
 
 def distil_head(

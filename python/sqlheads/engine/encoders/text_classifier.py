@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from sqlheads.engine.encoder import Tokenizer, encoder_session
+from sqlheads.engine.encoders.onnx_encoder import Tokenizer, encoder_session
 from sqlheads.errors import (
     DimensionMismatchError,
     ExportParityError,
@@ -40,7 +40,7 @@ SCORE_BATCH = 64
 
 def model_directory(model: str | Path) -> Path:
     """A catalogue name (``all-mpnet-base-v2``) or a local Hugging Face directory."""
-    from sqlheads.engine.catalog import CATALOG, catalog_encoder
+    from sqlheads.engine.encoders.catalog import CATALOG, catalog_encoder
 
     if str(model) in CATALOG:
         return catalog_encoder(str(model)).model_dir()
@@ -119,7 +119,7 @@ def export_checked(
     """The fp32 graph of ``model`` with ``contract`` in its metadata, checked against PyTorch
     on ``texts`` (a padded batch of mixed lengths): onnxruntime's fusions where they keep the
     result, the plain graph otherwise; refused (50010) when neither matches."""
-    from sqlheads.engine.export import fuse
+    from sqlheads.engine.encoders.export import fuse
 
     model = model.to("cpu").float().eval()
     expected = torch_logits(model, tokenizer, texts, model.device, len(texts) or 1)

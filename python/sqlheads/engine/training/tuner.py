@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from sqlheads.engine.devices import supports_bf16, to_device
-from sqlheads.engine.distillation import batch_order
-from sqlheads.engine.encoder import bucket_width, pad_ids, pad_to_width
+from sqlheads.engine.encoders.onnx_encoder import bucket_width, pad_ids, pad_to_width
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import batch_order
 from sqlheads.errors import CheckpointMismatchError, InvalidParameterError, check_ranges
 
 COMPILE_CHOICES = ("auto", "on", "off")

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sqlheads.engine.encoder import Tokenizer
-from sqlheads.engine.export import max_positions
-from sqlheads.engine.progress import Progress
-from sqlheads.engine.text_classifier import (
+from sqlheads.engine.encoders.export import max_positions
+from sqlheads.engine.encoders.onnx_encoder import Tokenizer
+from sqlheads.engine.encoders.text_classifier import (
     OnnxTextClassifier,
     check_family,
     export_checked,
@@ -29,7 +28,8 @@ from sqlheads.engine.text_classifier import (
     tokenizer_json,
     torch_logits,
 )
-from sqlheads.engine.trainer import Tuner, TuneResult, TunerParams, data_fingerprint
+from sqlheads.engine.progress import Progress
+from sqlheads.engine.training.tuner import Tuner, TuneResult, TunerParams, data_fingerprint
 from sqlheads.errors import InvalidParameterError, SingleClassError
 
 KIND = "teacher"
@@ -114,7 +114,7 @@ class TeacherClassifier:
         return torch_logits(self.model_, self.tokenizer, texts, self.device, batch_size)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        from sqlheads.engine.text_classifier import softmax
+        from sqlheads.engine.encoders.text_classifier import softmax
 
         return softmax(self.logits(texts))
 

@@ -83,7 +83,7 @@ def fit_student(
     """
     import torch
 
-    from sqlheads.engine.losses import distillation_loss
+    from sqlheads.engine.students.losses import distillation_loss
 
     torch.manual_seed(params.seed)
     generator = np.random.default_rng(params.seed)

@@ -168,7 +168,7 @@ def encoder_neighbours(
     when the graph holds no token embedding matrix to read them from."""
     from tokenizers import Tokenizer
 
-    from sqlheads.engine.students import encoder_token_embeddings
+    from sqlheads.engine.students.word.student import encoder_token_embeddings
 
     size = Tokenizer.from_str(tokenizer_json).get_vocab_size(with_added_tokens=True)
     embeddings = encoder_token_embeddings(encoder_onnx, size)

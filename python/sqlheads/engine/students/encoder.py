@@ -17,17 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
-from sqlheads.engine.distillation import DistillParams
-from sqlheads.engine.progress import Progress
-from sqlheads.engine.students import FittedTextStudent
-from sqlheads.engine.text_classifier import (
+from sqlheads.engine.encoders.text_classifier import (
     OnnxTextClassifier,
     export_checked,
     load_classifier,
     max_probability_difference,
     with_contract,
 )
-from sqlheads.engine.trainer import (
+from sqlheads.engine.progress import Progress
+from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.word.student import FittedTextStudent
+from sqlheads.engine.training.tuner import (
     COMPILE_CHOICES,
     PRECISIONS,
     Tuner,
@@ -120,8 +120,8 @@ class EncoderStudent(FittedTextStudent):
         import torch
 
         from sqlheads.engine.devices import resolve_device
-        from sqlheads.engine.losses import distillation_loss
-        from sqlheads.engine.teacher import prepared
+        from sqlheads.engine.students.losses import distillation_loss
+        from sqlheads.engine.training.fine_tuning import prepared
 
         p = self.params
         distill = (distill or DistillParams()).validate()
@@ -189,7 +189,7 @@ class EncoderStudent(FittedTextStudent):
         stay fp32 when quantising them too moves probabilities past the tolerance, and the
         whole graph stays fp32 when that is still too far: a student that took many minutes to
         distil is never thrown away for its quantisation (``quantization_`` says which)."""
-        from sqlheads.engine.export import FEED_FORWARD_OUTPUT, quantize_int8
+        from sqlheads.engine.encoders.export import FEED_FORWARD_OUTPUT, quantize_int8
 
         reference = OnnxTextClassifier(fp32).logits(texts)
         for exclude, name in ((None, "int8"), (FEED_FORWARD_OUTPUT, "int8, feed-forward fp32")):

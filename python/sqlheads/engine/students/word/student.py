@@ -14,10 +14,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from sqlheads.engine.distillation import DistillParams, fit_student
-from sqlheads.engine.encoder import pad_ids
+from sqlheads.engine.encoders.onnx_encoder import pad_ids
 from sqlheads.engine.progress import Progress
-from sqlheads.engine.word_networks import ARCHITECTURES, build_network, compact_vocabulary
+from sqlheads.engine.students.distillation import DistillParams, fit_student
+from sqlheads.engine.students.word.network import ARCHITECTURES, build_network, compact_vocabulary
 from sqlheads.errors import (
     DimensionMismatchError,
     ExportParityError,
@@ -159,7 +159,7 @@ def encoded_token_embeddings(
     """The encoder's sentence vector of each token alone, framed as a text is (Model2Vec's
     static vectors): the encoder's layers fold into it what the token means in use, where its
     input table holds only what it looks like."""
-    from sqlheads.engine.encoder import Tokenizer, encoder_session
+    from sqlheads.engine.encoders.onnx_encoder import Tokenizer, encoder_session
 
     tokenizer = Tokenizer(tokenizer_json, max_length=16)
     session = encoder_session(onnx_bytes)
@@ -327,7 +327,7 @@ class WordStudent(FittedTextStudent):
     def _export(self, net, tokens: TextTokens, tokenizer_json: str) -> bytes:
         import onnx
 
-        from sqlheads.engine.text_classifier import trace_text_model
+        from sqlheads.engine.encoders.text_classifier import trace_text_model
 
         sample = tokens.pad([[tokens.pad_id + 1] * 3, [tokens.pad_id + 1] * 5])
         model = onnx.load_from_string(trace_text_model(_with_softmax(net), sample, "probabilities"))

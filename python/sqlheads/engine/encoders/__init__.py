@@ -1,0 +1,1 @@
+"""Sentence encoders: ONNX inference, export, int8, the catalogue, PyTorch, classifiers."""

@@ -1,0 +1,1 @@
+"""The loop after training: which rows to label next, and drift."""

@@ -1,0 +1,1 @@
+"""The word student: token ids through a small network, exported to ONNX."""

@@ -1,0 +1,1 @@
+"""Fine-tuning transformer classifiers: the tuning loop and the teacher it trains."""
