@@ -213,7 +213,8 @@ def ours_fine_tune(
 ) -> dict[str, Any]:
     """sqlheads' teacher loop with its defaults (or ``knobs`` changed), in a fresh work folder
     (no checkpoint to resume from), timed from the call."""
-    from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+    from sqlheads.engine.training.fine_tuning import TeacherClassifier
+    from sqlheads.engine.training.params import TeacherParams
 
     reset_peak_memory(device)
     work_dir = scratch_dir("bench-sidecar-teacher-")

@@ -109,7 +109,7 @@ def test_request_teacher_options_have_help_and_the_jobs_defaults():
     from dataclasses import fields
 
     from sqlheads.cli import help as cli_help
-    from sqlheads.engine.training.fine_tuning import TeacherParams
+    from sqlheads.engine.training.params import TeacherParams
     from sqlheads.sidecar.teacher import DEFAULTS
 
     knobs = {f.name: f.default for f in fields(TeacherParams)}

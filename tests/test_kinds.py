@@ -75,7 +75,8 @@ def fit_tfidf_student(rows: pd.DataFrame, tmp_path, request):
 
 def fit_teacher(rows: pd.DataFrame, tmp_path, request):
     """The teacher is trained on gold labels by the sidecar's job; its blob is its export."""
-    from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+    from sqlheads.engine.training.fine_tuning import TeacherClassifier
+    from sqlheads.engine.training.params import TeacherParams
 
     texts = rows["text"].tolist()
     params = TeacherParams(max_length=32, batch_size=8, epochs=1, max_steps=2)

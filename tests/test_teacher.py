@@ -30,12 +30,12 @@ from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoders.catalog import catalog_encoder
 from sqlheads.engine.encoders.onnx_encoder import cache_dir
 from sqlheads.engine.evaluation import stratified_split
-from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+from sqlheads.engine.training.fine_tuning import TeacherClassifier
+from sqlheads.engine.training.params import TeacherParams, TunerParams
 from sqlheads.engine.training.tuner import (
     BEST,
     CHECKPOINT,
     Distributed,
-    TunerParams,
     adamw,
     should_compile,
     token_batches,
@@ -93,7 +93,8 @@ def tiny_store(tiny_template: Path, copy_database) -> Store:
 KILLED_RUN = """
 import sys, time
 from sqlheads import datasets
-from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+from sqlheads.engine.training.fine_tuning import TeacherClassifier
+from sqlheads.engine.training.params import TeacherParams
 rows = datasets.rotten_tomatoes().sample(48, random_state=0)
 params = TeacherParams(**{params})
 TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1]).fit(
@@ -242,7 +243,8 @@ def test_under_torchrun_each_rank_takes_an_equal_disjoint_share_and_only_rank_0_
 DDP_RUN = """
 import json, os, sys
 from sqlheads import datasets
-from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+from sqlheads.engine.training.fine_tuning import TeacherClassifier
+from sqlheads.engine.training.params import TeacherParams
 rows = datasets.rotten_tomatoes().sample(64, random_state=0)
 params = TeacherParams(max_length=32, batch_size=8, epochs=1, max_steps=3, eval_steps=1)
 teacher = TeacherClassifier("all-MiniLM-L6-v2", params, work_dir=sys.argv[1])

@@ -69,7 +69,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
     otherwise): ``labels`` (required), ``source``, ``model``, ``students``,
     ``student_model``, ``deploy``, ``test_fraction`` and the fine-tuning knobs of
     :class:`sqlheads.engine.teacher.TeacherParams` — JSON-serialisable values only."""
-    from sqlheads.engine.training.fine_tuning import TeacherParams
+    from sqlheads.engine.training.params import TeacherParams
 
     # Every field of TeacherParams is accepted (a request completed once is valid again: the
     # queue stores the completed parameters and the sidecar passes them back).
@@ -237,7 +237,8 @@ class _TeacherJob:
         """Fine-tune the teacher, score the held-out rows and every row (its soft labels),
         export it; store the version and the soft labels. The stage's summary."""
         from sqlheads.engine.evaluation import classification_metrics
-        from sqlheads.engine.training.fine_tuning import TeacherClassifier, TeacherParams
+        from sqlheads.engine.training.fine_tuning import TeacherClassifier
+        from sqlheads.engine.training.params import TeacherParams
 
         keys = np.asarray(labelled["item_key"].tolist(), dtype=object)
         gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
@@ -332,7 +333,7 @@ class _TeacherJob:
         deployment against the version deployed then): the version number cannot race another
         writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
         wait 600 s for. With the keys it was trained and scored on (``labelled_keys``)."""
-        from sqlheads.engine.training.fine_tuning import TeacherParams
+        from sqlheads.engine.training.params import TeacherParams
 
         params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
             "model": self.request["model"],

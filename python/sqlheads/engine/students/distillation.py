@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sqlheads.engine.progress import Progress
+from sqlheads.engine.training.batches import batch_order
 from sqlheads.errors import check_ranges
 
 
@@ -40,27 +41,6 @@ class DistillParams:
         ]
         check_ranges(self, checks)
         return self
-
-
-def batch_order(
-    n_rows: int, batch_size: int, generator: np.random.Generator, lengths: np.ndarray | None
-) -> list[np.ndarray]:
-    """Shuffled batches; with ``lengths``, rows of similar length share a batch.
-
-    Sorting within a window of 50 shuffled batches keeps most padding out of text batches
-    (bucketing) while each epoch still sees the rows in a new order.
-    """
-    order = generator.permutation(n_rows)
-    if lengths is not None:
-        window = batch_size * 50
-        order = np.concatenate(
-            [
-                chunk[np.argsort(lengths[chunk], kind="stable")]
-                for chunk in np.array_split(order, max(1, -(-n_rows // window)))
-            ]
-        )
-    batches = [order[s : s + batch_size] for s in range(0, n_rows, batch_size)]
-    return [batches[i] for i in generator.permutation(len(batches))]
 
 
 def fit_student(

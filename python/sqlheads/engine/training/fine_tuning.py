@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +29,12 @@ from sqlheads.engine.encoders.text_classifier import (
     torch_logits,
 )
 from sqlheads.engine.progress import Progress
-from sqlheads.engine.training.tuner import Tuner, TuneResult, TunerParams, data_fingerprint
+from sqlheads.engine.training.params import TeacherParams
+from sqlheads.engine.training.tuner import Tuner, TuneResult, data_fingerprint
 from sqlheads.errors import InvalidParameterError, SingleClassError
 
 KIND = "teacher"
 PARITY_ROWS = 16  # training texts the exported graph must score as PyTorch does
-
-
-@dataclass
-class TeacherParams(TunerParams):
-    """The teacher's fine-tuning knobs (the defaults of :class:`TunerParams`)."""
 
 
 def prepared(model: str | Path, max_length: int) -> tuple[Path, Tokenizer, str]:
