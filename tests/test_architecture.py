@@ -1,7 +1,9 @@
-"""The package's shape, read from its source with ``ast``: layers, circles, sizes, private names.
+"""The package's shape, read from its source with ``ast``: layers, the engine's families,
+circles, sizes, private names.
 
-Layers (README, "Layout"): an import runs from a higher layer to a lower one, or within a
-layer; never up. Function-level (lazy) imports count as much as module-level ones.
+Layers (docs/architecture.md, "Layout"): an import runs from a higher layer to a lower one, or
+within a layer; never up. The engine's families ("The engine") obey the same rule among
+themselves. Function-level (lazy) imports count as much as module-level ones.
 """
 
 from __future__ import annotations
@@ -34,6 +36,30 @@ LAYERS = {
     "sqlheads.store": 1,
     "sqlheads.errors": 0,
     "sqlheads": 0,  # the package's own __init__ (its version)
+}
+# The engine's families, highest first, and the rank of each: a family imports its own modules
+# and those of lower ranks, never one of its rank or above (heads and loop know nothing of each
+# other). A module takes the family of its longest matching prefix; every engine module has one.
+FAMILIES = {
+    "sqlheads.engine.kinds": "kinds",  # the registry of model kinds: fits, loads, scores
+    "sqlheads.engine.students": "students",  # one module per student kind, how they learn
+    "sqlheads.engine.training": "training",  # fine-tuning: the tuner, the teacher, its knobs
+    "sqlheads.engine.encoders": "encoders",  # ONNX inference, export, int8, catalogue, torch
+    "sqlheads.engine.heads": "heads",  # MLP heads on stored vectors
+    "sqlheads.engine.loop": "loop",  # after deployment: which rows to label, drift
+    "sqlheads.engine.progress": "shared",  # what every family may use
+    "sqlheads.engine.devices": "shared",
+    "sqlheads.engine.evaluation": "shared",
+    "sqlheads.engine.baseline": "shared",
+}
+FAMILY_RANKS = {
+    "kinds": 5,
+    "students": 4,
+    "training": 3,
+    "encoders": 2,
+    "heads": 1,
+    "loop": 1,
+    "shared": 0,
 }
 MAX_FUNCTION_LINES = 100
 # Training loops read best whole, top to bottom; each one allowed past the limit is named.
@@ -105,6 +131,31 @@ def test_the_engine_knows_nothing_of_sql_or_the_layers_above() -> None:
         if not target.startswith(("sqlheads.engine", "sqlheads.errors"))
     ]
     assert not strays
+
+
+def family(module: str) -> str | None:
+    prefixes = [p for p in FAMILIES if module == p or module.startswith(p + ".")]
+    return FAMILIES[max(prefixes, key=len)] if prefixes else None
+
+
+def test_every_engine_module_has_a_family() -> None:
+    engine = [m for m in MODULES if m.startswith("sqlheads.engine.")]
+    assert "sqlheads.engine.students.word.student" in engine
+    assert not [m for m in engine if family(m) is None]
+    assert set(FAMILIES.values()) == set(FAMILY_RANKS)
+
+
+def test_an_engine_family_imports_only_families_below_it() -> None:
+    upward = [
+        f"{module} ({family(module)}) imports {target} ({family(target)})"
+        for module, targets in graph().items()
+        if module.startswith("sqlheads.engine.")
+        for target in targets
+        if target.startswith("sqlheads.engine.")
+        and family(target) != family(module)
+        and FAMILY_RANKS[family(target)] >= FAMILY_RANKS[family(module)]
+    ]
+    assert not upward
 
 
 def test_only_the_store_imports_its_schema() -> None:
