@@ -8,7 +8,9 @@ import pytest
 
 from sqlheads.engine.encoders.catalog import catalog_encoder
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.word.network import OTHER, PAD, compact_vocabulary
+from sqlheads.engine.students.word import architectures
+from sqlheads.engine.students.word.architectures import ARCHITECTURES, NAMES
+from sqlheads.engine.students.word.network import OTHER, PAD, build_network, compact_vocabulary
 from sqlheads.engine.students.word.student import WordStudent, WordStudentParams
 from sqlheads.errors import InvalidParameterError
 
@@ -65,6 +67,23 @@ def test_the_vocabulary_is_the_tokens_the_texts_use(rt_sample, tokenizer_json):
     assert PAD == 0
 
 
+def _network_size(p: WordStudentParams) -> dict:
+    return {
+        "dim": p.dim,
+        "channels": p.channels,
+        "hidden": p.hidden,
+        "dropout": p.dropout,
+        "buckets": p.buckets,
+    }
+
+
+def test_every_module_of_the_architectures_package_is_registered():
+    from pathlib import Path
+
+    modules = {p.stem for p in Path(architectures.__file__).parent.glob("*.py")} - {"__init__"}
+    assert modules == set(NAMES) == set(ARCHITECTURES)
+
+
 def test_architecture_parameters_are_validated_early():
     with pytest.raises(InvalidParameterError, match="arch"):
         WordStudentParams(arch="transformer").validate()
@@ -74,38 +93,34 @@ def test_architecture_parameters_are_validated_early():
         WordStudentParams(arch="bilstm", channels=0).validate()
 
 
-@pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
+@pytest.mark.parametrize("arch", NAMES)
 def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabulary(arch):
-    from sqlheads.engine.students.word.network import build_network
     from sqlheads.engine.students.word.student import word_student_params
 
     p = word_student_params(arch)
     # texts that use every token of MPNet's 30,527: only the most used get rows
     table = compact_vocabulary([list(range(30_527))], 30_527, 1, p.max_vocabulary)
     assert table.max() + 1 == p.max_vocabulary + 2
-    net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
-                        dropout=p.dropout, buckets=p.buckets)  # fmt: skip
+    net = build_network(ARCHITECTURES[arch], table, 2, 1, **_network_size(p))
     assert 700_000 < sum(t.numel() for t in net.parameters()) < 1_000_000
 
 
-@pytest.mark.parametrize("arch", ["bag", "cnn", "bilstm", "ngrams"])
+@pytest.mark.parametrize("arch", NAMES)
 def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
     """The OTHER row stands for every token outside the student's vocabulary. When the
     texts use fewer tokens than ``max_vocabulary``, no training token maps to it and it is never
     trained: a random start would add one fixed random vector to every unseen token of a scored
     text, a bias towards one class (a 480-row sample's held-out texts are 19 % such tokens)."""
-    from sqlheads.engine.students.word.network import build_network
     from sqlheads.engine.students.word.student import word_student_params
 
     p = word_student_params(arch)
     table = compact_vocabulary([[5, 7, 7], [9]], 12, 1, p.max_vocabulary)
-    net = build_network(arch, table, 2, 1, dim=p.dim, channels=p.channels, hidden=p.hidden,
-                        dropout=p.dropout, buckets=p.buckets)  # fmt: skip
+    net = build_network(ARCHITECTURES[arch], table, 2, 1, **_network_size(p))
     weight = net.embedding.weight.detach()
     assert weight[OTHER].abs().max() == 0 and weight[PAD].abs().max() == 0
     assert weight[2:].abs().max() > 0  # the vocabulary's own tokens start random
     if arch == "ngrams":  # a bucket no training bigram hashes to is never trained either
-        assert net.bigrams.weight.detach().abs().max() == 0
+        assert net.pooling.bigrams.weight.detach().abs().max() == 0
 
 
 def test_the_fast_tokenising_path_gives_the_full_tokenizers_ids(tokenizer_json):

@@ -1,28 +1,42 @@
-"""The word student's networks: token ids in, class logits out, each small enough for < 1M
+"""The word student's network: token ids in, class logits out, small enough for < 1M
 parameters and fast enough on a CPU to score text without any encoder.
 
 Every architecture reads the encoder tokenizer's ids and first maps them through a fixed table
 onto the vocabulary the student was fitted on (the tokens its texts use, 0 for padding, 1 for
 any other token, which starts at zero as padding does): embedding rows of tokens no text used
 would never be trained, so the width they would have cost goes to the tokens that matter
-instead. The table is a constant of the graph, not a parameter. Architectures (``arch``):
-
-- ``bag``: mean of token embeddings concatenated with a max-pooled width-3 convolution, MLP;
-- ``cnn``: Kim (2014): convolutions of widths 3, 4 and 5, each max-pooled, MLP;
-- ``bilstm``: Tang et al. (2019): a bidirectional LSTM, max-pooled over the text, MLP; each
-  direction reads only the text's own tokens, so padding never changes a row's result;
-- ``ngrams``: fastText-like: the mean of unigram and hashed-bigram embeddings, MLP.
+instead. The table is a constant of the graph, not a parameter. What differs between
+architectures is how a text's token embeddings become one vector of features (its
+:class:`WordArchitecture`'s pooling, one module each in :mod:`.architectures`); an MLP turns
+that vector into the classes' logits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-ARCHITECTURES = ("bag", "cnn", "bilstm", "ngrams")
 PAD, OTHER = 0, 1  # the compact vocabulary's first two rows
-_BIGRAM_PRIME = 1_000_003
+
+
+@dataclass(frozen=True)
+class WordArchitecture:
+    """One way to pool a text's token embeddings, and the size it was measured best at.
+
+    ``pooling(dim, channels, buckets)`` builds the PyTorch module (import torch inside it: the
+    registry is read by processes that never fit). The module has ``features``, the width of
+    what it returns, and ``forward(ids, attention_mask, tokens, mask)``: the compact ids
+    (batch, positions), the tokenizer's attention mask, the token embeddings with padding
+    zeroed (batch, positions, dim) and the mask as float (batch, positions, 1).
+    """
+
+    pooling: Callable[[int, int, int], Any]
+    size: dict[str, int]  # WordStudentParams fields: the measured best under 1M parameters
+    needs_channels: bool = True  # channels 0 leaves nothing to pool
+    needs_buckets: bool = False  # hashed bigram rows
 
 
 def compact_vocabulary(
@@ -50,7 +64,7 @@ def compact_vocabulary(
 
 
 def build_network(
-    arch: str,
+    architecture: WordArchitecture,
     table: np.ndarray,
     n_classes: int,
     pad_id: int,
@@ -61,7 +75,7 @@ def build_network(
     dropout: float,
     buckets: int,
 ):
-    """The PyTorch module of ``arch`` reading tokenizer ids through ``table``."""
+    """The PyTorch module of ``architecture`` reading tokenizer ids through ``table``."""
     import torch
 
     rows = int(table.max()) + 1
@@ -78,27 +92,9 @@ def build_network(
             # and a random start would push every unseen token of a scored text one fixed way.
             with torch.no_grad():
                 self.embedding.weight[OTHER] = 0.0
-            if arch == "bag":
-                self.conv = torch.nn.Conv1d(dim, channels, 3, padding=1) if channels else None
-                features = dim + channels
-            elif arch == "cnn":
-                self.convs = torch.nn.ModuleList(
-                    torch.nn.Conv1d(dim, channels, width, padding=width - 1) for width in (3, 4, 5)
-                )
-                features = 3 * channels
-            elif arch == "bilstm":
-                self.forward_lstm = torch.nn.LSTM(dim, channels, batch_first=True)
-                self.backward_lstm = torch.nn.LSTM(dim, channels, batch_first=True)
-                features = 2 * channels
-            else:  # ngrams
-                self.bigrams = torch.nn.Embedding(buckets, dim)
-                # zero, as OTHER: a bucket no training bigram hashes to is never trained, and
-                # a scored text's unseen bigrams would add random vectors to its mean
-                with torch.no_grad():
-                    self.bigrams.weight.zero_()
-                features = dim
+            self.pooling = architecture.pooling(dim, channels, buckets)
             self.mlp = torch.nn.Sequential(
-                torch.nn.Linear(features, hidden),
+                torch.nn.Linear(self.pooling.features, hidden),
                 torch.nn.ReLU(),
                 torch.nn.Dropout(dropout),
                 torch.nn.Linear(hidden, n_classes),
@@ -108,38 +104,12 @@ def build_network(
             ids = self.remap[input_ids]
             mask = attention_mask.to(torch.float32).unsqueeze(-1)
             tokens = self.embedding(ids) * mask
-            if arch == "bag":
-                pooled = tokens.sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-                if self.conv is not None:
-                    local = _max_over(self.conv(tokens.transpose(1, 2)), mask)
-                    pooled = torch.cat([pooled, local], 1)
-            elif arch == "cnn":
-                pooled = torch.cat(
-                    [_max_over(conv(tokens.transpose(1, 2)), mask) for conv in self.convs], 1
-                )
-            elif arch == "bilstm":
-                lengths = attention_mask.sum(dim=1, keepdim=True)
-                positions = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
-                # each text reversed within its own length; padding stays at the end
-                flipped = torch.where(positions < lengths, lengths - 1 - positions, positions)
-                backward_tokens = tokens.gather(1, flipped.unsqueeze(-1).expand_as(tokens))
-                ahead, _ = self.forward_lstm(tokens)
-                behind, _ = self.backward_lstm(backward_tokens)
-                # LSTM outputs lie in (-1, 1): padding at -2 never wins the max
-                pooled = torch.cat(
-                    [(h * mask - 2.0 * (1.0 - mask)).max(dim=1).values for h in (ahead, behind)], 1
-                )
-            else:
-                pairs = (ids[:, :-1] * _BIGRAM_PRIME + ids[:, 1:]) % self.bigrams.num_embeddings
-                pair_mask = mask[:, 1:] * mask[:, :-1]
-                both = tokens.sum(dim=1) + (self.bigrams(pairs) * pair_mask).sum(dim=1)
-                pooled = both / (mask.sum(dim=1) + pair_mask.sum(dim=1)).clamp(min=1.0)
-            return self.mlp(pooled)
+            return self.mlp(self.pooling(ids, attention_mask, tokens, mask))
 
     return WordNetwork()
 
 
-def _max_over(features, mask):
+def max_over(features, mask):
     """Max over positions of (batch, channels, positions) features that are >= 0 (ReLU), with
     padding zeroed: the max of a text is then its own. A convolution padded on both sides
     gives ``width - 1`` more positions than tokens; those at the end read padding only."""

@@ -1,4 +1,4 @@
-"""The word-level student: token ids -> a small network (:mod:`.word_networks`) -> classes.
+"""The word-level student: token ids -> a small network (:mod:`.network`) -> classes.
 
 It reads raw text with the encoder's own fast tokenizer and needs no transformer at scoring
 time: the fitted network is exported to ONNX together with its tokenisation contract (the
@@ -17,7 +17,8 @@ import numpy as np
 from sqlheads.engine.encoders.onnx_encoder import pad_ids
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams, fit_student
-from sqlheads.engine.students.word.network import ARCHITECTURES, build_network, compact_vocabulary
+from sqlheads.engine.students.word.architectures import ARCHITECTURES, NAMES
+from sqlheads.engine.students.word.network import build_network, compact_vocabulary
 from sqlheads.errors import (
     DimensionMismatchError,
     ExportParityError,
@@ -40,7 +41,7 @@ DEFAULT_EPOCHS, DEFAULT_LR = 6, 3e-3
 
 @dataclass
 class WordStudentParams:
-    """What the word-level student is made of (see :mod:`sqlheads.engine.word_networks`)."""
+    """What the word-level student is made of (see :mod:`.network`, :mod:`.architectures`)."""
 
     arch: str = "bag"  # the defaults are DEFAULT_ARCH's measured size (ARCHITECTURE_SIZES)
     dim: int = 64  # token embedding width
@@ -54,18 +55,21 @@ class WordStudentParams:
     max_vocabulary: int | None = 15_000  # token rows at most, the most used (None: no limit)
 
     def validate(self) -> WordStudentParams:
+        architecture = ARCHITECTURES.get(self.arch)
+        needs_channels = architecture is not None and architecture.needs_channels
+        needs_buckets = architecture is not None and architecture.needs_buckets
         checks = [
-            (self.arch in ARCHITECTURES, "arch", f"one of {ARCHITECTURES}"),
+            (architecture is not None, "arch", f"one of {NAMES}"),
             (1 <= self.dim <= 1024, "dim", "between 1 and 1024"),
             (0 <= self.channels <= 4096, "channels", "between 0 (no convolution) and 4096"),
-            (self.channels > 0 or self.arch in ("bag", "ngrams"), "channels", "of at least 1"),
+            (self.channels > 0 or not needs_channels, "channels", "of at least 1"),
             (1 <= self.hidden <= 4096, "hidden", "between 1 and 4096"),
             (0 <= self.dropout < 1, "dropout", "in [0, 1)"),
             (8 <= self.max_tokens <= 8192, "max_tokens", "between 8 and 8192"),
             (self.init in INITS, "init", f"one of {INITS}"),
             (0 <= self.min_count <= 1000, "min_count", "between 0 (every token) and 1000"),
             (0 <= self.buckets <= 10_000_000, "buckets", "between 0 and 10,000,000"),
-            (self.buckets > 0 or self.arch != "ngrams", "buckets", "of at least 1 for ngrams"),
+            (self.buckets > 0 or not needs_buckets, "buckets", f"of at least 1 for {self.arch}"),
             (
                 self.max_vocabulary is None or self.max_vocabulary >= 1,
                 "max_vocabulary",
@@ -76,15 +80,9 @@ class WordStudentParams:
         return self
 
 
-# Each architecture at the size measured best for it under one million parameters on Rotten
-# Tomatoes with the frozen all-mpnet-base-v2 head as teacher (docs/benchmarks.md, "students").
-# ``max_vocabulary`` holds each under 1,000,000 parameters whatever its texts' vocabulary
-# (bag 980,866, cnn 992,622, bilstm 983,362, ngrams 994,306 at most, two classes).
+# Each architecture at the size measured best for it (:mod:`.architectures`).
 ARCHITECTURE_SIZES: dict[str, dict[str, int]] = {
-    "bag": {"dim": 64, "channels": 64, "hidden": 64, "max_vocabulary": 15_000},
-    "cnn": {"dim": 64, "channels": 100, "hidden": 64, "max_vocabulary": 14_000},
-    "bilstm": {"dim": 64, "channels": 128, "hidden": 64, "max_vocabulary": 12_000},
-    "ngrams": {"dim": 32, "channels": 0, "hidden": 64, "buckets": 16_000, "max_vocabulary": 15_000},
+    name: architecture.size for name, architecture in ARCHITECTURES.items()
 }
 # The most accurate of those that score text at least 20 times as fast as MiniLM int8 + head
 # (the issue's bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
@@ -268,7 +266,7 @@ class WordStudent(FittedTextStudent):
         torch.manual_seed(distill.seed)
         table = compact_vocabulary(ids, tokens.vocab_size, p.min_count, p.max_vocabulary)
         net = build_network(
-            p.arch,
+            ARCHITECTURES[p.arch],
             table,
             len(classes),
             tokens.pad_id,
