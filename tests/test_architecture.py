@@ -262,3 +262,13 @@ def test_each_compute_verb_has_its_embedded_half_under_the_same_name() -> None:
     assert {m.rsplit(".", 1)[1] for m in registered} == compute - SHARED_COMPUTE
     assert all(m.startswith("sqlheads.compute.") for m in registered)
     assert verbs >= compute - SHARED_COMPUTE, compute - SHARED_COMPUTE - verbs
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """setuptools ships the packages pyproject.toml names, no others: a new subpackage left
+    out would import here, from the source tree, and be missing from every install."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    pyproject = tomllib.loads((PACKAGE.parents[1] / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    packages = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert packages <= listed, sorted(packages - listed)
