@@ -5,8 +5,8 @@ is the one a stored version records) trained on a seeded sample of RT's training
 unseen RT rows (the fixed test split, random subsets: no drift), IMDB reviews (long, from
 another site: drift), and RT test rows with a share of IMDB mixed in. For each case and
 subset size the table gives the largest value over the resamples of every signal that
-``engine/drift.py`` computes, as the ``drift`` view and verb compute them, and how many of the
-resamples were flagged by the limits in ``engine/drift.py``. The limits are set from this
+``engine/loop/drift.py`` computes, as the ``drift`` view and verb compute them, and how many of the
+resamples were flagged by the limits in ``engine/loop/drift.py``. The limits are set from this
 table: above every value unseen RT rows gave, below what IMDB gave.
 """
 

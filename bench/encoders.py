@@ -1,6 +1,6 @@
 """encoders: each installed catalogue encoder vs sentence-transformers on the same model.
 
-For every encoder of ``sqlheads.engine.catalog`` whose packages are installed (all-MiniLM-L6-v2
+For every encoder of ``engine.encoders.catalog`` whose packages are installed (all-MiniLM-L6-v2
 alone at the tiny scale): rows/s of sqlheads' int8 and fp32 exports and of
 ``SentenceTransformer(model_dir).encode`` on the same texts (seeded samples of Rotten Tomatoes
 and IMDB reviews, 256-token truncation on both sides, batches of 32), each path in its own

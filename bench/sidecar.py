@@ -1,7 +1,7 @@
 """sidecar: the GPU sidecar's work, measured on the machine it runs on, against named peers.
 
 (a) Teacher fine-tuning of all-mpnet-base-v2 on Rotten Tomatoes (the fixed train split; test
-accuracy on the test split): sqlheads' loop (``engine.teacher``: length-bucketed batches padded
+accuracy on the test split): sqlheads' loop (``engine.training``: length-bucketed batches padded
 to multiples of 16, bf16 autocast where the GPU has it, pinned copies and no host sync per step,
 ``torch.compile`` on CUDA, warm-up and linear decay, early stopping on a validation slice,
 checkpoints off the training thread), with its defaults and with the variants in
@@ -64,7 +64,7 @@ SIZES: dict[str, dict[str, Any]] = {
              "variants": {"batch 16, compile off": {"batch_size": 16, "compile": "off"}}},
 }  # fmt: skip
 PEER = "naive fp32 loop (static padding, batch 32, AdamW, no autocast)"
-OURS = "sqlheads teacher loop (engine.teacher)"
+OURS = "sqlheads teacher loop (engine.training.fine_tuning)"
 NAIVE_BATCH, NAIVE_LR = 32, 2e-5
 EMBED_MAX_LENGTH = 256  # the registered default encoder's windows
 SET, HEAD = "rt", "rt_sentiment"  # the students section's set and head
@@ -558,7 +558,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             []
             if teacher_available()
             else [
-                "engine.teacher is not on this branch: the sqlheads loop was not measured and the "
+                "engine.training is not on this branch: the sqlheads loop was not measured and the "
                 "students learnt from the peer's logits."
             ]
         ),  # fmt: skip

@@ -277,7 +277,7 @@ def _student_params(kind: kinds.ModelKind, model: Any) -> dict[str, Any]:
 def _drift_reference(
     kind: kinds.ModelKind, model: kinds.Scorer, rows: DistillRows, train_inputs, test_inputs
 ) -> dict[str, Any]:
-    """What drift compares the student's scored sets with (engine/drift.py): a head student's
+    """What drift compares the student's scored sets with (engine/loop/drift.py): a head student's
     vectors give the centroid and spread too, a text student's none."""
     vectors = (train_inputs, test_inputs) if kind.reads == "vector" else ()
     gold = rows.gold_labels[rows.train][rows.labelled[rows.train]]

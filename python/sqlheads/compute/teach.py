@@ -7,7 +7,7 @@ set stored one, that set's ``teacher_vector`` and ``teacher_text_sha256`` for th
 teacher version's blob and kind, and for a teacher that reads vectors its encoder. Python
 returns one row per student row with the teacher's logits (from the stored vector when it was
 made from the same text, else scored now) and one per transfer row it made from the rows the
-student may learn from and scored (:mod:`sqlheads.engine.transfer`): ``item_key`` (made up for
+student may learn from and scored (:mod:`engine.students.transfer`): ``item_key`` (made up for
 a transfer row), ``text``, ``logits``, ``origin_key``, ``transfer`` (1 for a transfer row).
 On SQL Server the transfer rows are made and scored on every call: the cache of
 ``transfer_rows`` is the embedded host's (the CLI's).

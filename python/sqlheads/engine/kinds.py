@@ -200,7 +200,7 @@ KINDS: dict[str, ModelKind] = {
         "text",
         _text_classifier("teacher"),
         "transformer sequence classifier fine-tuned on gold labels (fp32 ONNX), a sidecar job",
-        fitted_by=("train",),  # by the sidecar's teacher job (engine.teacher)
+        fitted_by=("train",),  # by the sidecar's teacher job (engine.training.fine_tuning)
         runs_on="sidecar",
     ),
     "encoder_student": ModelKind(

@@ -57,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
     # rows the teacher labels beyond the set's own for its text students, scored here on the
-    # GPU and cached for them (sqlheads.engine.transfer)
+    # GPU and cached for them (sqlheads.engine.students.transfer)
     "transfer_rows": DEFAULT_ROWS,
 }
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
@@ -68,7 +68,7 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
     """The teacher job's parameters checked and completed with defaults (a numbered error
     otherwise): ``labels`` (required), ``source``, ``model``, ``students``,
     ``student_model``, ``deploy``, ``test_fraction`` and the fine-tuning knobs of
-    :class:`sqlheads.engine.teacher.TeacherParams` — JSON-serialisable values only."""
+    :class:`sqlheads.engine.training.params.TeacherParams` — JSON-serialisable values only."""
     from sqlheads.engine.training.params import TeacherParams
 
     # Every field of TeacherParams is accepted (a request completed once is valid again: the

@@ -5,7 +5,7 @@ Both views cover each head's *deployed* version and the rows it scored that it w
 trained nor scored on at training time (its ``labelled_keys`` in its own set); a version
 trained before revision 0007 recorded none and is left out of both, rather than shown with its
 training rows among the "new" ones. What a version recorded at training time for drift is read
-from its metrics JSON (``drift``, written by engine/drift.py), limits included, so that SQL
+from its metrics JSON (``drift``, written by engine/loop/drift.py), limits included, so that SQL
 restates no number of Python's except the histogram's bins (:data:`SCORE_BINS`).
 
 The views here are SQLite's (JSON1: ``json_each``, ``json_extract``; ``ln``); SQL Server's are
@@ -45,7 +45,7 @@ from sqlheads.errors import InUseError, InvalidNameError
 from sqlheads.store import schema as s
 from sqlheads.store.repository import KEYS_PER_STATEMENT, Store
 
-SCORE_BINS = 20  # the top probability in steps of 0.05, as engine.drift.SCORE_BINS
+SCORE_BINS = 20  # the top probability in steps of 0.05, as engine.loop.drift.SCORE_BINS
 DRIFT = "$.drift."
 # A labelling table's name: one identifier, or schema.identifier; letters, digits and _ only,
 # so that it needs no quoting anywhere and cannot be read as anything but a name.
@@ -104,7 +104,7 @@ def _unlabelled_rows():
 def label_queue_select():
     """Rows a person should label next for each head's deployed version, with the margin
     between the two top class probabilities (the smaller, the less sure: sort by it).
-    ``sqlheads label-queue`` adds what SQL cannot: no run of near-duplicates (engine/active)."""
+    ``sqlheads label-queue`` adds what SQL cannot: no run of near-twins (engine/loop/active)."""
     rows = _unlabelled_rows().subquery("unlabelled")
     probabilities = func.json_each(rows.c.probabilities_json).table_valued("value")
     runner_up = (
@@ -232,7 +232,7 @@ def drift_select():
     )
     f = figures.c
     judged = f.rows_scored >= f.min_rows
-    # the PSI two samples of these sizes show by chance is added (engine.drift.psi_noise)
+    # the PSI two samples of these sizes show by chance is added (engine.loop.drift.psi_noise)
     held_out = func.nullif(f.held_out_rows, 0)  # none: no PSI either, and no division by 0
     noise = (SCORE_BINS - 1) * (literal(1.0) / f.rows_scored + literal(1.0) / held_out)
     passed = or_(

@@ -183,7 +183,7 @@ models = Table(
     UniqueConstraint("head", "version"),
 )
 
-# Transfer rows a teacher version labelled for distillation (sqlheads.engine.transfer): made
+# Transfer rows a teacher version labelled for distillation (engine.students.transfer): made
 # once per teacher version and recipe (whose key also hashes the rows they were made from) and
 # reused by every later student, whatever count it asks (a smaller count reads the first rows);
 # dropping the teacher's head drops them with its versions.

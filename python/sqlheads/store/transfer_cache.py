@@ -1,7 +1,7 @@
 """Cached transfer sets: rows a teacher version labelled, kept for the next student.
 
 A transfer set is named by its teacher version (``models.model_id``) and its recipe key
-(:meth:`sqlheads.engine.transfer.TransferRecipe.key`, which also hashes the rows it was made
+(:meth:`engine.students.transfer.TransferRecipe.key`, which also hashes the rows it was made
 from). Rows are numbered in the order the recipe makes them, and a count of rows is always the
 first rows, so one set serves every count: a student asking for fewer rows than are cached
 reads the first ones, one asking for more has only the rest scored. Rows are written in chunks

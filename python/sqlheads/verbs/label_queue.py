@@ -3,7 +3,7 @@
 SQL ranks (the ``label_queue`` view: the version's scored rows that it was not trained or
 scored on, by the margin between their two top class probabilities); Python adds what SQL
 cannot, a look at the stored vectors, so that the queue holds no run of near-duplicates
-(:class:`~sqlheads.engine.active.DiverseQueue` over the :data:`POOL` x ``n`` least certain
+(:class:`~sqlheads.engine.loop.active.DiverseQueue` over the :data:`POOL` x ``n`` least certain
 rows). ``into`` writes the queue as a labelling table whose ``label`` column is NULL until a
 person fills it in; ``train --labels "SELECT item_key, label FROM TABLE WHERE label IS NOT
 NULL"`` reads it back (train refuses NULL labels with 50012, naming that filter).

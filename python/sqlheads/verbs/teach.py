@@ -5,7 +5,7 @@ The teacher is whatever version of head H is deployed: a frozen-encoder head (it
 embedded with its own encoder first) or a text model such as a sidecar's fine-tuned teacher.
 It scores the student's own rows (a head reuses the vectors its set stored for the same text,
 so a teacher trained on the student's rows costs no embedding) and the transfer rows built
-from the rows the student may learn from (:mod:`sqlheads.engine.transfer`). Transfer rows and
+from the rows the student may learn from (:mod:`engine.students.transfer`). Transfer rows and
 their soft labels are cached by teacher version and recipe (:mod:`sqlheads.store.transfer_cache`),
 so a second student of the same teacher and rows scores nothing. What was scored and how long
 it took is reported back.

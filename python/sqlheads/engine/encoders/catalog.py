@@ -47,7 +47,7 @@ class CatalogEncoder:
     locate: Callable[[], Path]  # the model directory; raises EncoderNotInstalledError
     # sha256 of model.safetensors: how an export knows a directory holds this model's weights
     weights_sha256: str
-    # Which weight MatMuls its int8 export quantises (sqlheads.engine.int8.CHOICES), and the
+    # Which weight MatMuls its int8 export quantises (engine.encoders.int8.CHOICES), and the
     # figures that decided it: a property of the model, the same graph on every CPU.
     int8: str
     int8_reason: str
@@ -129,7 +129,7 @@ def _package_file(package: str, marker: str) -> Path:
     )
 
 
-# Measured on Intel Xeon with AVX-512 VNNI (sqlheads.engine.int8 judges the same way): fp32 vs
+# Measured on Intel Xeon with AVX-512 VNNI (engine.encoders.int8 judges the same way): fp32 vs
 # int8 vectors of the same export on Rotten Tomatoes' fixed split, a default head on each. With
 # 7-bit weights the int8 products are the same integers on CPUs without VNNI (their u8 x s8
 # pairs stay under int16's limit), so the choice holds there too.

@@ -59,7 +59,7 @@ PARITY_THRESHOLD = 0.9999
 # ".../attention/output/dense/MatMul", which this must not match.
 FEED_FORWARD_OUTPUT = re.compile(r"/layer\.\d+/output/dense/MatMul$")
 QUANTIZATIONS = ("none", "int8")
-# The MatMuls each int8 choice (sqlheads.engine.int8) keeps float; the store records the choice.
+# The MatMuls each int8 choice (engine.encoders.int8) keeps float; the store records the choice.
 KEPT_FLOAT: dict[str, re.Pattern[str] | None] = {INT8: None, INT8_PARTIAL: FEED_FORWARD_OUTPUT}
 # Operators that multiply by a stored int8 weight, and those that multiply by a float one.
 INT8_MATMULS = ("MatMulInteger", "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
@@ -120,7 +120,7 @@ def export_encoder(
     quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
     the fusions. Which weight MatMuls int8 covers is the catalogue's record for a catalogue
     model (known by its weights' sha256); any other model is judged once on ``int8_sample``
-    (:mod:`sqlheads.engine.int8`), which it then needs. The choice and its figures are in the
+    (:mod:`engine.encoders.int8`), which it then needs. The choice and its figures are in the
     graph's metadata (:func:`int8_decision`). Exports are cached on disk by model directory and
     settings, so a second database registers the same encoder without exporting again.
     """
@@ -387,7 +387,7 @@ def fuse(onnx_bytes: bytes, config: PretrainedConfig) -> bytes:
     apart: onnxruntime's CPU SkipLayerNormalization is a scalar loop with a division per
     element, measured 4-6x slower than Add + LayerNormalization (MiniLM int8 on Rotten
     Tomatoes: a fifth of the time), and the encoder's session keeps them apart too
-    (:data:`~sqlheads.engine.encoder.UNFUSED`).
+    (:data:`~sqlheads.engine.encoders.onnx_encoder.UNFUSED`).
     """
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model

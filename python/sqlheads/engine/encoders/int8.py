@@ -1,7 +1,7 @@
 """Which of an encoder's weight MatMuls run int8, judged by what a user loses.
 
 The choice is a property of the model, never of the CPU that exports it. The catalogue
-(:mod:`sqlheads.engine.catalog`) records it, with the figures that decided it, for the models it
+(:mod:`engine.encoders.catalog`) records it, with the figures that decided it, for the models it
 lists. A model outside the catalogue is measured once, when it is exported, and the choice and
 its figures travel inside the exported graph (its ONNX metadata, :data:`METADATA_KEY`), so every
 host that loads the stored blob runs the same graph and can read why.

@@ -1,6 +1,6 @@
 """Sentence encoders at inference: onnxruntime, the fast tokenizer, pooled windows, a cache.
 
-The graph (see :mod:`sqlheads.engine.export`) returns mean-pooled, L2-normalised vectors; this
+The graph (see :mod:`engine.encoders.export`) returns mean-pooled, L2-normalised vectors; this
 module needs neither torch nor transformers, so scoring hosts stay light.
 """
 
@@ -30,7 +30,7 @@ DEFAULT_BATCH_TOKENS = 4096
 CPU_BATCH_TOKENS = 512
 # onnxruntime's graph optimisations that an encoder session leaves out: SkipLayerNormFusion
 # would fold each residual Add + LayerNormalization back into the CPU SkipLayerNormalization
-# kernel that the export avoids (see :func:`sqlheads.engine.export.fuse`).
+# kernel that the export avoids (see :func:`sqlheads.engine.encoders.export.fuse`).
 UNFUSED = ("SkipLayerNormFusion",)
 LONG_TEXT_MODES = ("window", "truncate")
 # How much of a window the next one repeats, so a sentence cut by one window is whole in the
@@ -324,7 +324,7 @@ def encode_windows(
 
     ``run(input_ids, attention_mask)`` returns one L2-normalised vector per window (an array,
     or anything with ``shape`` that NumPy can convert, read only after the last batch); the ONNX
-    session and PyTorch (:mod:`sqlheads.engine.torch_encoder`) both go through here, so their
+    session and PyTorch (:mod:`engine.encoders.torch_encoder`) both go through here, so their
     windows, truncation and averaging cannot drift apart.
     """
     if long_text not in LONG_TEXT_MODES:

@@ -165,7 +165,7 @@ def _trace(model, tokenizer: Tokenizer) -> bytes:
 
 def trace_text_model(module, sample: tuple[np.ndarray, np.ndarray], output: str) -> bytes:
     """A module of ``(input_ids, attention_mask)`` as one self-contained ONNX graph, dynamic in
-    batch and length. The TorchScript exporter, as for encoders (engine/export.py): it warns
+    batch and length. The TorchScript exporter, as for encoders (encoders/export.py): it warns
     that it is the legacy path, and the tracer warns about constants; the callers' parity
     checks decide whether the graph is right."""
     import torch

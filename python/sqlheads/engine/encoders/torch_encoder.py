@@ -3,7 +3,7 @@
 The ONNX graph of a registered encoder runs on the CPU; on a GPU the same model is run from the
 Hugging Face directory it was exported from (the encoder's ``source``: a catalogue entry or a
 directory path). Everything around the model is shared with :class:`OnnxEncoder` through
-:func:`sqlheads.engine.encoder.encode_windows` (the registered tokenizer, windows, truncation,
+:func:`engine.encoders.onnx_encoder.encode_windows` (the registered tokenizer, windows, truncation,
 length-sorted batches under a token budget, token-weighted window averaging), and the model is
 wrapped in the export's own :class:`MeanPooledEncoder`, so both paths pool and normalise alike.
 

@@ -2,7 +2,7 @@
 
 One loop serves every student kind: the kind supplies a PyTorch module and a function that
 turns row indices into the module's inputs; this module owns the optimiser, the schedule, the
-batching and the loss (:func:`sqlheads.engine.losses.distillation_loss`). No SQL here.
+batching and the loss (:func:`sqlheads.engine.students.losses.distillation_loss`). No SQL here.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The encoder student: a small transformer (MiniLM) distilled on a teacher's soft labels.
 
 It fine-tunes the whole encoder with its classification layer through the shared loop of
-:mod:`sqlheads.engine.trainer`, on the tempered KL of :mod:`sqlheads.engine.losses` (the same
+:mod:`engine.training.tuner`, on the tempered KL of :mod:`engine.students.losses` (the same
 loss as the word student), then ships as one ONNX graph scored from raw text by
 onnxruntime. Two checks guard the export: the fp32 graph against PyTorch
-(:data:`sqlheads.engine.text_classifier.PARITY_TOLERANCE`; failing is refused, 50010), then the
+(:data:`engine.encoders.text_classifier.PARITY_TOLERANCE`; failing is refused, 50010), then the
 int8 graph against the fp32 one (:data:`INT8_TOLERANCE`): beyond it the student ships in fp32.
 """
 

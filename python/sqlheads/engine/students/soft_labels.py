@@ -23,8 +23,8 @@ SMALLEST_PROBABILITY = 1e-7  # log(0) would be -inf: a certain teacher is clippe
 
 @dataclass
 class Teacher:
-    """A fitted model that teaches: ``model`` scores ``reads`` (``vector`` or ``text``);
-    a vector model's texts go through ``encoder`` (an :class:`~.encoder.OnnxEncoder`)."""
+    """A fitted model that teaches: ``model`` scores ``reads`` (``vector`` or ``text``); a
+    vector model's texts go through ``encoder`` (an ``encoders.onnx_encoder.OnnxEncoder``)."""
 
     model: Any
     reads: str

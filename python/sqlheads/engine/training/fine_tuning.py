@@ -2,7 +2,7 @@
 
 ``TeacherClassifier(model_dir, params, device).fit(texts, labels)`` fine-tunes BERT, MPNet,
 RoBERTa or DeBERTa-v2/3 from a local Hugging Face directory (anything else: 50056) with the
-shared loop of :mod:`sqlheads.engine.trainer`; ``logits(texts)`` gives the soft labels its
+shared loop of :mod:`sqlheads.engine.training.tuner`; ``logits(texts)`` gives the soft labels its
 students learn from; ``export()`` is the fp32 ONNX graph stored as a model of kind ``teacher``
 (tokenizer and classes in its metadata), which scores and gives soft labels again without
 PyTorch. No SQL here.

@@ -2,7 +2,7 @@
 
 A transformer sequence classifier learns from pre-tokenised rows through a loss the caller
 supplies (cross-entropy on gold labels for a teacher, the tempered KL of
-:mod:`sqlheads.engine.losses` for a student). The loop owns what makes fine-tuning cheap and
+:mod:`engine.students.losses` for a student). The loop owns what makes fine-tuning cheap and
 safe: length-bucketed batches (a fixed number of rows, or a token budget) padded to a few
 widths, bf16 autocast where the device computes it natively, pinned non-blocking copies and no
 host sync per step on CUDA, fused AdamW (on the CPU too), warm-up then linear decay, gradient
