@@ -133,7 +133,7 @@ def encoder_student(taught_tiny: pd.DataFrame):
         student=kind.student, max_length=32, max_steps=3, device="cpu"
     ).validate()
     distill = kind.distill_params(DistillParams(epochs=1, batch_size=8)).validate()
-    return kind.distil(
+    return kind.distill(
         taught_tiny["text"].tolist(),
         ["negative", "positive"],
         taught_tiny[["negative", "positive"]].to_numpy(np.float32),

@@ -43,7 +43,7 @@ def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, encoder=(None,
     params = kinds.StudentParams(student=kind.student, **options).validate()
     tokenizer_json, onnx = encoder
     fit = kinds.StudentFit(params, distill, tokenizer_json=tokenizer_json, encoder_onnx=onnx)
-    return kind.distil(inputs, CLASSES, logits, gold, fit)
+    return kind.distill(inputs, CLASSES, logits, gold, fit)
 
 
 def fit_head(rows: pd.DataFrame, tmp_path, request):
@@ -106,7 +106,7 @@ def test_the_registry_says_how_each_kind_is_fitted_and_where(name: str) -> None:
     assert kind.runs_on in ("server", "sidecar")
     assert set(kind.fitted_by) <= {"train", "distill"} and kind.fitted_by
     distils = "distill" in kind.fitted_by
-    assert distils == (kind.distil is not None) == (kind.student is not None)
+    assert distils == (kind.distill is not None) == (kind.student is not None)
     if distils:  # a student distils with defaults of its own unless told otherwise
         assert kind.epochs and kind.lr
         assert kinds.student_kind(kind.student) is kind

@@ -89,7 +89,7 @@ def distill(
         encoder_onnx=encoder_onnx,
         progress=progress,
     )
-    model = kind.distil(
+    model = kind.distill(
         train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], fit
     )
     metrics = _metrics(model, kind, (train_inputs, test_inputs), rows, input_data, no_text)

@@ -4,7 +4,7 @@ Every version in ``models`` has a kind. ``predict`` dispatches here instead of k
 a kind that reads ``vector`` is scored on the set's stored vectors, a kind that reads ``text``
 on the rows' raw text. Each kind serialises without pickle (a ``.npz`` for heads, the ONNX
 graph itself for text models) and exports to ONNX. ``distill`` calls a student kind's
-``distil``; a kind says where it may be fitted (the database ``server``'s external scripts, or
+``distill``; a kind says where it may be fitted (the database ``server``'s external scripts, or
 only the GPU ``sidecar``) and its distillation defaults. A new kind is an entry here, the
 engine module that fits it, and a case of the contract test (tests/test_kinds.py).
 """
@@ -52,7 +52,7 @@ class StudentFit:
 
 
 # (inputs, classes, teacher logits, gold class indices, how) -> the fitted student
-Distil = Callable[[Any, list[str], np.ndarray, np.ndarray, StudentFit], "Scorer"]
+Distill = Callable[[Any, list[str], np.ndarray, np.ndarray, StudentFit], "Scorer"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ModelKind:
     fitted_by: tuple[str, ...]  # "train" (gold labels) and/or "distill" (a teacher's logits)
     runs_on: str  # where it may be fitted: "server" (external scripts too) or "sidecar" only
     student: str | None = None  # its name for ``distill --student``
-    distil: Distil | None = None
+    distill: Distill | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
     lr: float | None = None
     progress_unit: str = "epochs"  # what its distillation counts while it runs
@@ -103,48 +103,48 @@ def _text_classifier(kind: str) -> Callable[[bytes], Scorer]:
     return load
 
 
-def _distil_head(
-    inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
+def _distill_head(
+    inputs: np.ndarray, classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
-    from sqlheads.engine.students.head import distil_head
+    from sqlheads.engine.students.head import distill_head
 
-    return distil_head(
+    return distill_head(
         inputs,
         classes,
         logits,
         gold,
-        head=HeadParams(seed=o.distill.seed),
-        distill=o.distill,
-        progress=o.progress,
+        head=HeadParams(seed=fit.distill.seed),
+        distill=fit.distill,
+        progress=fit.progress,
     )
 
 
-def _distil_word_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
+def _distill_word_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
-    if o.tokenizer_json is None:
+    if fit.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return students.WordStudent(students.word_student_params(o.params.arch)).fit(
+    return students.WordStudent(students.word_student_params(fit.params.arch)).fit(
         texts,
         classes,
         logits,
         gold,
-        tokenizer_json=o.tokenizer_json,
-        encoder_onnx=o.encoder_onnx,
-        distill=o.distill,
-        progress=o.progress,
+        tokenizer_json=fit.tokenizer_json,
+        encoder_onnx=fit.encoder_onnx,
+        distill=fit.distill,
+        progress=fit.progress,
     )
 
 
-def _distil_encoder_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
+def _distill_encoder_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
-    p = o.params
+    p = fit.params
     chosen = {"model": p.student_model, "max_length": p.max_length, "max_steps": p.max_steps}
     student_params = EncoderStudentParams(
-        batch_size=o.distill.batch_size,
+        batch_size=fit.distill.batch_size,
         device=p.device,
         **{name: value for name, value in chosen.items() if value is not None},
     )
@@ -153,18 +153,20 @@ def _distil_encoder_student(
         classes,
         logits,
         gold,
-        distill=o.distill,
+        distill=fit.distill,
         work_dir=None if p.work_dir is None else Path(p.work_dir),
-        progress=o.progress,
+        progress=fit.progress,
     )
 
 
-def _distil_tfidf_student(
-    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, o: StudentFit
+def _distill_tfidf_student(
+    texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
     from sqlheads.engine.students.tfidf import TfidfStudent
 
-    return TfidfStudent().fit(texts, classes, logits, gold, distill=o.distill, progress=o.progress)
+    return TfidfStudent().fit(
+        texts, classes, logits, gold, distill=fit.distill, progress=fit.progress
+    )
 
 
 KINDS: dict[str, ModelKind] = {
@@ -176,7 +178,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("train", "distill"),
         runs_on="server",
         student="head",
-        distil=_distil_head,
+        distill=_distill_head,
         epochs=HeadParams.epochs,
         lr=HeadParams.lr,
     ),
@@ -188,7 +190,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("distill",),
         runs_on="server",
         student="word",
-        distil=_distil_word_student,
+        distill=_distill_word_student,
         epochs=students.DEFAULT_EPOCHS,
         lr=students.DEFAULT_LR,
     ),
@@ -213,7 +215,7 @@ KINDS: dict[str, ModelKind] = {
         # a machine with one), not the database server's external-script runtime
         runs_on="sidecar",
         student="encoder",
-        distil=_distil_encoder_student,
+        distill=_distill_encoder_student,
         # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
         epochs=3,
         lr=5e-5,
@@ -230,7 +232,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("distill",),
         runs_on="server",  # scikit-learn and NumPy, in both hosts
         student="tfidf",
-        distil=_distil_tfidf_student,
+        distill=_distill_tfidf_student,
         epochs=1,  # unused: L-BFGS on a convex loss has neither
         lr=1.0,
         progress_unit="iterations",

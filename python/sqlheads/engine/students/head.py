@@ -23,7 +23,7 @@ from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams, fit_student
 
 
-def distil_head(
+def distill_head(
     X: np.ndarray,
     classes: Sequence[str],
     teacher_logits: np.ndarray,
