@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, replace
 
 import pandas as pd
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 
 from sqlheads.errors import TeacherDroppedError
 from sqlheads.store import schema as s
@@ -130,18 +130,6 @@ def read_transfer_rows(store: Store, transfer_set: TransferSet, rows: int) -> pd
             "logits": [bytes(r.logits) for r in found],
         }
     )
-
-
-def count_transfer_rows(store: Store, model_id: int) -> int:
-    """Rows cached for a teacher version, over all its transfer sets."""
-    with store.engine.connect() as c:
-        return int(
-            c.execute(
-                select(func.count())
-                .select_from(s.transfer_rows.join(s.transfer_sets))
-                .where(s.transfer_sets.c.model_id == model_id)
-            ).scalar_one()
-        )
 
 
 def _require_teacher(c, model_id: int, teacher: str) -> None:  # in a transaction

@@ -12,7 +12,7 @@ computes it natively *and* a parity probe on the first batch agrees with fp32 (m
 least :data:`BF16_PARITY`); otherwise fp32. Which one ran is on the encoder (``precision``,
 ``probe_cosine``, ``precision_reason``) for the job's result.
 
-On a GPU (measured on an H100, ``../shared/measurements/gpu-h100-2026-11-24.md``): cuDNN's
+On a GPU (measured on an H100, docs/results/measured.json): cuDNN's
 attention made a plan for every new shape (751 ms of 1.0 s of host time), so ``attention``
 ``auto`` leaves it out there (MiniLM 1,970 -> 4,949 rows/s); widths are padded up to multiples
 of :data:`GPU_PAD_MULTIPLE`, so few shapes are met at all; and texts are tokenised a chunk
@@ -159,7 +159,6 @@ class TorchEncoder:
         self.dim = dim
         self.max_length = max_length
         self.device = device
-        self.requested_precision = precision
         on_gpu = device.type == "cuda"
         self.attention = ("no-cudnn" if on_gpu else "default") if attention == "auto" else attention
         self.pad_multiple = pad_multiple or (GPU_PAD_MULTIPLE if on_gpu else 1)

@@ -10,7 +10,7 @@ accumulation, early stopping on a held-out slice of the training rows, atomic ch
 wall-clock interval written off the training thread that a killed process resumes from,
 ``torch.compile`` where it pays, and DDP sharding when launched under ``torchrun``.
 
-Measured on an H100 (``../shared/measurements/gpu-h100-2026-11-24.md``): the eager loop is
+Measured on an H100 (the first GPU run, in docs/results/measured.json): the eager loop is
 host-bound (52-56 ms a step at batch 16, 32 or 64), so the defaults take fewer, larger steps
 (batch 32 at 3e-5: 89.7-90.0 % RT in both loops measured, where batch 64 at 6e-5 fell to
 89.3 %), and checkpoints of 1.3 GB every 200 steps cost 12 s of 77 s. bf16 stays autocast over

@@ -85,7 +85,7 @@ ARCHITECTURE_SIZES: dict[str, dict[str, int]] = {
     name: architecture.size for name, architecture in ARCHITECTURES.items()
 }
 # The most accurate of those that score text at least 20 times as fast as MiniLM int8 + head
-# (the bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
+# (the word student's bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
 # (docs/guides/data-scientist.md, "Which word student is the default"); its transfer rows are
 # engine.students.transfer.DEFAULT_ROWS.
 DEFAULT_ARCH = "bag"
