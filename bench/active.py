@@ -6,7 +6,7 @@ until a pick asks for them; the test split scores every version. Each arm starts
 100 rows of ``sqlheads label-queue`` (the deployed version's least sure unlabelled rows, near-
 duplicates passed over: ``verbs.label_queue``), **random** draws 100 unlabelled rows at random.
 Every round trains a new version through ``host.train`` on all the labels so far (the product's
-defaults: 20 % of them held out for its own metrics, seed recipe, deploy always; the deploy
+defaults: 20 % of them held out for its own metrics, full recipe, deploy always; the deploy
 re-scores the pool and the test split) and reads its accuracy on the test split from
 ``latest_predictions``. The vectors are the default int8 encoder's (cached), stored in two
 sets of a real SQLite file. Three seeds vary the first 100 labels, the random picks and the

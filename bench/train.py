@@ -4,9 +4,9 @@ Synthetic 384-d unit vectors around seeded class centres (like sentence vectors 
 text): hard (centres close, classes overlap) and separable (two classes a margin apart, where
 nothing is left to learn after a few epochs), 80/20 random split; every classifier fits the
 same training rows with its defaults and is scored on the same held-out rows:
-``HeadClassifier()`` (the fast recipe: Adam at twice the seed's rate, batches of 512, early
+``HeadClassifier()`` (the fast recipe: Adam at twice the full recipe's rate, batches of 512, early
 stopping on a 10 % validation slice of the training rows, at most 30 epochs),
-``HeadClassifier(HeadParams(recipe="seed"))`` (the seed's recipe: Adam amsgrad, 30 epochs,
+``HeadClassifier(HeadParams(recipe="full"))`` (the full recipe: Adam amsgrad, 30 epochs,
 linear decay, batch max(64, rows/100)) and ``LogisticRegression()`` (lbfgs, 100 iterations at
 most).
 """
@@ -25,7 +25,7 @@ from sqlheads.report import pyplot
 DIM = 384
 SEPARATION = 0.12  # centre norm against unit noise: a task neither classifier finds trivial
 SEPARABLE = 0.5  # two centres ~14 noise deviations apart: every classifier gets 100 %
-# rows -> class counts; (rows, epochs) where the seed recipe trains fewer than its 30 epochs.
+# rows -> class counts; (rows, epochs) where the full recipe trains fewer than its 30 epochs.
 # "ratio": rows of the head-vs-LR time comparison on hard and separable data, fitted "repeats"
 # times each, interleaved (head, LR, head, LR, ...), so that a shared machine's drift hits both.
 SIZES: dict[str, dict[str, Any]] = {
@@ -65,7 +65,7 @@ def fit_all(
     train = ~test
     with timer() as fast_seconds:
         fast = HeadClassifier().fit(X[train], y[train])
-    seed_params = HeadParams(recipe="seed", epochs=seed_epochs or HeadParams.epochs)
+    seed_params = HeadParams(recipe="full", epochs=seed_epochs or HeadParams.epochs)
     with timer() as seed_seconds:
         seed = HeadClassifier(seed_params).fit(X[train], y[train])
     with warnings.catch_warnings():
@@ -149,7 +149,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     table = Table(
         "Fit time and held-out accuracy",
         ["data", "rows", "classes", "head s (CPU s)", "head epochs (best)", "head accuracy",
-         "seed recipe s", "seed recipe accuracy", "LR s (CPU s; iterations)", "LR accuracy"],
+         "full recipe s", "full recipe accuracy", "LR s (CPU s; iterations)", "LR accuracy"],
     )  # fmt: skip
     for (rows, classes, data), r in results.items():
         seed_time = fmt(r["seed_seconds"], 1)
@@ -204,7 +204,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
              f"{len(fits)} (wall; CPU)", f"{np.median(wall):.2f}x; {np.median(cpu):.2f}x"]
         )  # fmt: skip
         if size["ratio"] < RATIO_GOAL_ROWS:
-            continue  # the goal is set at 100,000 rows; smaller sets train the seed recipe
+            continue  # the goal is set at 100,000 rows; smaller sets train the full recipe
         met = min(np.median(wall), np.median(cpu)) <= RATIO_GOAL
         section.notes.append(
             f"Goal, {data} data: the head in at most {RATIO_GOAL:g}x logistic regression's time: "
@@ -221,7 +221,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         f"falling by at least {HeadParams().tol:g} (`tol`), keeping the best epoch's weights, "
         "so it trains on "
         f"{100 * (1 - HeadParams().validation_fraction):g} % of the training rows and rarely "
-        "runs the 30 epochs; the seed recipe decays its rate to zero over all 30."
+        "runs the 30 epochs; the full recipe decays its rate to zero over all 30."
     )
     section.plots.append(_plot(out_dir, results))
     return section

@@ -146,7 +146,7 @@ def test_cli_train_prints_the_baseline_and_models_lists_it(store: Store):
     reported = json.loads(result.stdout)
     assert isinstance(reported["baseline"]["accuracy"], float)
     assert "its baseline: accuracy" in reported["versus_baseline"]
-    untrained = ["--recipe", "seed", "--epochs", "1", "--lr", "1e-7"]  # a near-random head
+    untrained = ["--recipe", "full", "--epochs", "1", "--lr", "1e-7"]  # a near-random head
     plain = CliRunner().invoke(
         app,
         ["--url", url, "train", "--head", "s", "--set", "reviews", "--labels", LABELS, *untrained],

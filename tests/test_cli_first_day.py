@@ -150,4 +150,4 @@ def test_a_read_only_sqlite_folder_names_the_path_and_the_fix(tmp_path):
 
 def test_recipe_auto_is_explained():
     text = " ".join(_help("train").split())
-    assert "auto: fast from 20,000 training rows on, seed below" in text.replace("│ ", "")
+    assert "auto: fast from 20,000 training rows on, full below" in text.replace("│ ", "")

@@ -30,18 +30,18 @@ def train(
     recipe: Annotated[
         str,
         typer.Option(
-            help=f"auto: fast from {FAST_FROM_ROWS:,} training rows on, seed below; fast "
-            "(early stopping) or seed (Adam amsgrad, linear decay)."
+            help=f"auto: fast from {FAST_FROM_ROWS:,} training rows on, full below; fast "
+            "(early stopping) or full (Adam amsgrad, linear decay)."
         ),
     ] = HeadParams.recipe,
-    epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (seed).")] = (
+    epochs: Annotated[int, typer.Option(help="At most (fast) or exactly (full).")] = (
         HeadParams.epochs
     ),
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = HeadParams.lr,
     weight_decay: Annotated[float, typer.Option()] = HeadParams.weight_decay,
     batch_size: Annotated[
         int | None,
-        typer.Option(help="Rows per step (fast 512; seed 64, or rows/100 if larger)."),
+        typer.Option(help="Rows per step (fast 512; full 64, or rows/100 if larger)."),
     ] = HeadParams.batch_size,
     dropout: Annotated[float, typer.Option()] = HeadParams.dropout,
     test_fraction: Annotated[

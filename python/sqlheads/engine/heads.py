@@ -3,9 +3,10 @@
 ``HeadClassifier`` follows scikit-learn: parameters named once in ``__init__`` and validated
 there, ``fit`` / ``predict_proba`` / ``predict``. Training uses PyTorch: on large sets with large
 batches and early stopping on a validation slice (``recipe="fast"``), on small ones with the
-seed's recipe (Adam with amsgrad, lr 1e-3, weight decay 1e-5, linear decay to zero), chosen by
-size unless named (``recipe="auto"``); scoring needs only NumPy,
-so a fitted head serialises to a small ``.npz`` blob and scores anywhere.
+full recipe (the seed project's: Adam with amsgrad, lr 1e-3, weight decay 1e-5, linear decay to
+zero over every epoch, every training row), chosen by size unless named (``recipe="auto"``);
+scoring needs only NumPy, so a fitted head serialises to a small ``.npz`` blob and scores
+anywhere.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ def default_batch_size(n_rows: int) -> int:
     return int(min(8192, max(64, -(-n_rows // 100))))
 
 
-RECIPES = ("auto", "fast", "seed")
-# "auto": the fast recipe from this many rows on, the seed's below. Measured (docs/benchmarks.md,
-# train and accuracy): on 100k+ rows fast matches the seed recipe and logistic regression in a
+RECIPES = ("auto", "fast", "full")
+# "auto": the fast recipe from this many rows on, the full one below. Measured (docs/benchmarks.md,
+# train and accuracy): on 100k+ rows fast matches the full recipe and logistic regression in a
 # fraction of the time; on small sets it loses 1-8 points (Rotten Tomatoes 77.4 vs 78.5 %,
-# 10k rows x 50 classes 27.4 vs 35.4 %), where the seed recipe takes seconds anyway.
+# 10k rows x 50 classes 27.4 vs 35.4 %), where the full recipe takes seconds anyway.
 FAST_FROM_ROWS = 20_000
 # Batches of 512 at lr 1e-3 reached the validation loss of batches of 1,024 at 3e-3 in the same
 # epochs and CPU time (80,000 rows, 2 classes).
 FAST_BATCH_SIZE = 512
-# The fast recipe steps at twice ``lr``: its batches are 8x the seed's 64, and Adam's step
+# The fast recipe steps at twice ``lr``: its batches are 8x the full recipe's 64, and Adam's step
 # grows about as the square root of that. On 80,000 x 384 synthetic rows it stopped after 3
 # epochs instead of 4 (2 classes, overlapping), 2 instead of 3 (separable), 5 instead of 8
 # (10 classes), 8 instead of 13 (50 classes), held-out accuracy +0.05, 0, +0.05 and -0.15
@@ -74,7 +75,7 @@ def fast_batch_size(n_rows: int) -> int:
     """The fast recipe's rows per step: 512, fewer on small sets so an epoch is 20 steps.
 
     With a batch of 512 a set of 180 rows would take one step an epoch and stop, early, long
-    before it fits (87 % instead of 95 % on a 16-d toy set that the seed recipe fits).
+    before it fits (87 % instead of 95 % on a 16-d toy set that the full recipe fits).
     """
     return int(min(FAST_BATCH_SIZE, max(16, n_rows // 20)))
 
@@ -84,13 +85,13 @@ class HeadParams:
     """Hyper-parameters of a head, with the documented defaults.
 
     ``recipe="auto"`` (the default) is ``"fast"`` from :data:`FAST_FROM_ROWS` training rows on
-    and ``"seed"`` below. ``recipe="fast"`` trains with Adam on batches of :func:`fast_batch_size`
+    and ``"full"`` below. ``recipe="fast"`` trains with Adam on batches of :func:`fast_batch_size`
     rows (512, fewer on small sets) at a constant learning rate (:data:`FAST_LR_SCALE` x ``lr``)
     and stops when the loss on a
     held-back ``validation_fraction`` of the training rows has not improved by at least ``tol``
     for ``patience`` epochs, keeping the best epoch's weights; ``epochs`` is then an upper
     bound.
-    ``recipe="seed"`` is the seed's recipe: Adam with amsgrad, linear decay to zero over
+    ``recipe="full"`` is the seed project's recipe: Adam with amsgrad, linear decay to zero over
     exactly ``epochs`` epochs, batches of :func:`default_batch_size`, every training row used
     for training.
     """
@@ -100,7 +101,7 @@ class HeadParams:
     epochs: int = 30
     lr: float = 1e-3
     weight_decay: float = 1e-5
-    batch_size: int | None = None  # None: fast_batch_size or default_batch_size (seed)
+    batch_size: int | None = None  # None: fast_batch_size or default_batch_size (full)
     dropout: float = 0.1
     validation_fraction: float = 0.1  # fast recipe only
     patience: int = 1  # fast recipe only
@@ -205,7 +206,7 @@ class HeadClassifier:
         features = torch.from_numpy(X)
         p = self.params
         fast = p.recipe == "fast" or (p.recipe == "auto" and len(X) >= FAST_FROM_ROWS)
-        self.recipe_ = "fast" if fast else "seed"
+        self.recipe_ = "fast" if fast else "full"
         hidden = p.hidden or default_hidden(len(classes))
         torch.manual_seed(p.seed)
         generator = torch.Generator().manual_seed(p.seed)
@@ -228,7 +229,7 @@ class HeadClassifier:
         self.batch_size_ = batch_size
         steps_per_epoch = -(-len(fit_rows) // batch_size)
         total_steps = p.epochs * steps_per_epoch
-        # The seed decays linearly to zero; the fast recipe keeps its rate until a plateau.
+        # The full recipe decays linearly to zero; the fast one keeps its rate until a plateau.
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: max(0.0, 1.0 - step / total_steps)
         )
