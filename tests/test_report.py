@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from sqlheads import host, report
+from sqlheads import host
 from sqlheads.cli import app
-from sqlheads.report import FIGURES, build_report, load_report_data, pyplot
+from sqlheads.report import FIGURES, build_report, figures, load_report_data, pyplot
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
 
@@ -143,7 +143,7 @@ def test_versions_plot_draws_equal_scores_as_equal(embedded: Store):
     data.versions = data.versions.assign(accuracy=0.78253223915592, macro_f1=0.782523197660734)
     figure, ax = pyplot().subplots()
     try:
-        report._versions(ax, data)
+        figures._versions(ax, data)
         figure.canvas.draw()
         assert ax.yaxis.get_major_formatter().get_offset() == ""  # no "1e-6 + 7.8e-1"
         low, high = ax.get_ylim()
