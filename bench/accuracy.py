@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES = {
     "full": {

@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure, timer
 from sqlheads.engine.loop.active import MAX_COSINE
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"seeds": 3, "start": 100, "step": 100, "rounds": 15, "pool": None, "test": None},

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from sqlheads.engine.encoders.onnx_encoder import int8_kernels
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 # Reviews the demo runs on: every one at full scale, a seeded sample (SQLHEADS_SAMPLE_ROWS)
 # below it. The tiny scale reuses the caller's encoder cache: the smoke test measures nothing.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench.common import Section, Table, cached_vectors, fmt, save_figure, seeded_subsample, timer
 from bench.score import fill_set
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES = {
     "full": {"rows": (100_000, 1_000_000), "rt_rows": 2_000},

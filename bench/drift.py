@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import Section, Table, cached_vectors, fmt, save_figure
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"rt": None, "training": (200, 1_000, 6_824), "subsets": (100, 300, 1_000),

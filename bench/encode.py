@@ -40,7 +40,7 @@ from sqlheads.engine.encoders.onnx_encoder import (
     SessionTuning,
     int8_kernels,
 )
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 BATCH_SIZE = 32
 

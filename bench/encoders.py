@@ -18,7 +18,7 @@ import numpy as np
 
 from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure, seeded_subsample
 from bench.encode import PEER, _unit, measure_path, run_isolated
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 PATHS = ("int8", "fp32", PEER)
 SIZES: dict[str, dict[str, Any]] = {

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import Section, Table, fmt, save_figure, timer
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 DIM = 384

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.common import Section, Table, cached_vectors, fmt, pct, save_figure, timer
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES = {
     "full": {"rows": (10_000, 100_000, 1_000_000), "rt_rows": None},

@@ -40,7 +40,7 @@ from bench.common import (
     seeded_subsample,
     timer,
 )
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 # The whole fine-tuning again with other knobs of the same loop, to choose its defaults by
 # measurement: fewer, larger steps (the lean loop measured 89.98 % RT at batch 64, 5e-5), and

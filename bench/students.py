@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": {

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import Section, Table, fmt, pct, save_figure, timer
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 DIM = 384
 SEPARATION = 0.12  # centre norm against unit noise: a task neither classifier finds trivial

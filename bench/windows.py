@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import Section, Table, fmt, pct, save_figure, seeded_subsample, timer
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 SIZES = {"full": 3_000, "quick": 600, "tiny": 40}
 # (window tokens, overlap); None: truncate at 256, the floor.

@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 from typer.testing import CliRunner
 
-from sqlheads import host, plots, report
+from sqlheads import host, plots
 from sqlheads.cli import app
 from sqlheads.engine import kinds
+from sqlheads.report import data as report_data
+from sqlheads.report import figures
 from sqlheads.sidecar.requests import request_embed
 from sqlheads.store.repository import Store
 from sqlheads.store.vectors import unpack_rows
@@ -67,10 +69,10 @@ def test_plots_are_written(embedded: Store, rt_sample: pd.DataFrame, tmp_path):
     width, height = struct.unpack(">II", (tmp_path / "j.png").read_bytes()[16:24])
     assert width == 640 and height < 440, (width, height)
     # every version's label lies inside the axes, whatever its point's place
-    points, baseline = report.student_points(embedded, "sentiment")
-    plt = report.pyplot()
+    points, baseline = report_data.student_points(embedded, "sentiment")
+    plt = figures.pyplot()
     figure, ax = plt.subplots(figsize=plots.SIZE)
-    report.draw_students(ax, "sentiment", points, baseline)
+    figures.draw_students(ax, "sentiment", points, baseline)
     figure.canvas.draw()
     frame = ax.get_window_extent()
     labels = [text for text in ax.texts if " v" in text.get_text()]

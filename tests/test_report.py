@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
-from sqlheads.report import FIGURES, build_report, figures, load_report_data, pyplot
+from sqlheads.report import build_report, figures
+from sqlheads.report.data import FIGURES, load_report_data
+from sqlheads.report.figures import pyplot
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
 

@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from sqlheads.errors import InvalidParameterError, NotFoundError
-from sqlheads.report import draw_students, pyplot, student_points
+from sqlheads.report.data import student_points
+from sqlheads.report.figures import draw_students, pyplot
 from sqlheads.store.repository import Store
 
-SIZE = (6.4, 4.4)  # as report.py's figures
+SIZE = (6.4, 4.4)  # as the report's figures
 
 
 def plot_figure(
@@ -69,7 +70,7 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
 
 def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
     """A head's versions, the versions that taught its students and its TF-IDF baseline, as
-    held-out accuracy against rows/s from text (:func:`sqlheads.report.student_points`)."""
+    held-out accuracy against rows/s from text (:func:`sqlheads.report.data.student_points`)."""
     points, baseline = student_points(store, head)
     plt = pyplot()
     figure, ax = plt.subplots(figsize=SIZE)
