@@ -86,9 +86,16 @@ def distill(
     labelled = RowSource.of(store, labels).labels()
     texts = RowSource.optional(store, source)
     teaching = functools.partial(
-        teach.taught_rows, store, embedding_set, set_encoder, labelled, texts,
-        recipe=recipe, test_fraction=test_fraction, progress=teacher_progress,
-    )  # fmt: skip
+        teach.taught_rows,
+        store,
+        embedding_set,
+        set_encoder,
+        labelled,
+        texts,
+        recipe=recipe,
+        test_fraction=test_fraction,
+        progress=teacher_progress,
+    )
     soft, taught = _teaching(
         store, embedding_set, head, soft_labels, teacher, teacher_head, transfer_rows, teaching
     )
@@ -116,6 +123,28 @@ def distill(
     ).iloc[0]
     if taught is not None:
         taught.require_teacher()  # dropped while the student learnt: 50028, nothing stored
+    summary = _write_version(
+        store, head, embedding_set, set_encoder, frame, result, soft, deploy, lock_timeout_ms
+    )
+    return summary | {
+        "seconds": round(time.perf_counter() - started, 3),
+        **({} if taught is None else taught.report),
+    }
+
+
+def _write_version(
+    store: Store,
+    head: str,
+    embedding_set: EmbeddingSet,
+    set_encoder: Encoder,
+    frame: pd.DataFrame,
+    result: pd.Series,
+    soft: SoftLabels,
+    deploy: str,
+    lock_timeout_ms: int,
+) -> dict[str, Any]:
+    """The student's row written as a new version of ``head``, with the teacher it learnt from
+    (stored under its name when a caller's query gave its soft labels)."""
     stored = stored_teacher(store, embedding_set, soft)
     teacher_accuracy = _none_if_nan(result["teacher_accuracy"])
     summary = record_version(
@@ -134,8 +163,6 @@ def distill(
         "teacher": soft.name,
         "teacher_accuracy": round(teacher_accuracy, 4) if teacher_accuracy is not None else None,
         "rows_without_input": int(result["rows_without_input"]),
-        "seconds": round(time.perf_counter() - started, 3),
-        **({} if taught is None else taught.report),
     }
 
 
