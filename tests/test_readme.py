@@ -79,7 +79,12 @@ def _pages() -> list[str]:
             for value in entry:
                 walk(value)
 
-    walk(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    class Loader(yaml.SafeLoader):
+        """Safe, but reads mkdocs.yml's ``!!python/name:`` tags (a Markdown extension's
+        function, which MkDocs imports) as the name alone."""
+
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda _, name, __: name)
+    walk(yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)["nav"])
     return ["README.md", *found]
 
 
