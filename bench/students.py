@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
+from sqlheads.engine.students.word.architectures import NAMES
 from sqlheads.report.figures import pyplot
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -33,7 +34,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "rt": None,
         "teacher_model": "all-mpnet-base-v2",
         "curve": (0, 6_000, 12_000, 24_000, 48_000),
-        "archs": ("bag", "cnn", "bilstm", "ngrams"),
+        "archs": NAMES,  # every registered architecture
         # the kind's default transfer rows (cached by then) and epochs (3)
         "encoder_student": {"transfer_rows": None},
         "imdb": None,
