@@ -56,11 +56,24 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
     ax.plot(created, versions["accuracy"], marker="o", label="accuracy")
     ax.plot(created, versions["macro_f1"], marker="s", label="macro-F1")
     for when, row in zip(created, versions.itertuples(), strict=True):
-        ax.annotate(f"v{row.version} {row.kind}", (when, row.accuracy), fontsize=7,
-                    xytext=(3, 4), textcoords="offset points")  # fmt: skip
+        ax.annotate(
+            f"v{row.version} {row.kind}",
+            (when, row.accuracy),
+            fontsize=7,
+            xytext=(3, 4),
+            textcoords="offset points",
+        )
     deployed = versions["is_deployed"] == 1
-    ax.scatter(created[deployed], versions.loc[deployed, "accuracy"], marker="*", s=160,
-               color="gold", edgecolors="black", label="deployed", zorder=3)  # fmt: skip
+    ax.scatter(
+        created[deployed],
+        versions.loc[deployed, "accuracy"],
+        marker="*",
+        s=160,
+        color="gold",
+        edgecolors="black",
+        label="deployed",
+        zorder=3,
+    )
     ax.set(xlabel="created", ylabel="held-out", title=f"Versions of {head} over time")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
@@ -97,11 +110,21 @@ def plot_job(store: Store, job_id: int, out: Path) -> dict[str, Any]:
     share = done / total if total else 0.0
     progress_ax.barh([0], [share], color="tab:blue")
     progress_ax.barh([0], [1 - share], left=[share], color="lightgray")
-    progress_ax.set(xlim=(0, 1), yticks=[], xlabel="share done",
-                    title=f"job {job_id} ({job['kind']}): {job['state']}")  # fmt: skip
+    progress_ax.set(
+        xlim=(0, 1),
+        yticks=[],
+        xlabel="share done",
+        title=f"job {job_id} ({job['kind']}): {job['state']}",
+    )
     stage = "" if pd.isna(job["stage"]) else str(job["stage"])
-    progress_ax.text(0.5, 0.0, f"{done:,} / {'?' if total is None else f'{total:,}'}\n{stage}",
-                     ha="center", va="center", fontsize=9)  # fmt: skip
+    progress_ax.text(
+        0.5,
+        0.0,
+        f"{done:,} / {'?' if total is None else f'{total:,}'}\n{stage}",
+        ha="center",
+        va="center",
+        fontsize=9,
+    )
     if loss:
         loss_ax.plot(np.arange(1, len(loss) + 1), loss, marker="o", markersize=3)
         loss_ax.set(xlabel="evaluation", ylabel="training loss", title="Teacher's training loss")

@@ -84,7 +84,7 @@ def _unlabelled_rows():
             p.score,
             p.probabilities_json,
             p.predicted_at,
-        )  # fmt: skip
+        )
         .select_from(s.models)
         .join(s.predictions, p.model_id == m.model_id)
         .where(

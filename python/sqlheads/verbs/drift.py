@@ -87,7 +87,7 @@ def drift(store: Store, *, head: str) -> dict[str, Any]:
                         "training": training[c],
                     }
                     for c in training
-                },  # fmt: skip
+                },
                 "mean_top_probability": round(float(row.mean_top_probability), 4),
                 "held_out_mean_top_probability": _number(row.held_out_mean_top_probability),
                 "top_probability_psi": _rounded(row.top_probability_psi),

@@ -73,6 +73,14 @@ def train(
         progress=progress,
     ).iloc[0]
     return record_version(
-        store, head, embedding_set, set_encoder, result, deploy, {}, texts, lock_timeout_ms,
+        store,
+        head,
+        embedding_set,
+        set_encoder,
+        result,
+        deploy,
+        {},
+        texts,
+        lock_timeout_ms,
         labelled=labelled["item_key"].tolist(),
-    )  # fmt: skip
+    )
