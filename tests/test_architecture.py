@@ -9,6 +9,8 @@ themselves. Function-level (lazy) imports count as much as module-level ones.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -272,3 +274,16 @@ def test_every_package_is_in_the_wheel() -> None:
     listed = set(pyproject["tool"]["setuptools"]["packages"])
     packages = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
     assert packages <= listed, sorted(packages - listed)
+
+
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=" ".join)
+def test_ruff_finds_nothing_to_fix(command: list[str]) -> None:
+    """The whole repository is linted and formatted as pyproject.toml's [tool.ruff] says (ruff
+    pinned in constraints.txt: another version may format differently)."""
+    found = subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "."],
+        cwd=PACKAGE.parents[1],
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
