@@ -23,7 +23,7 @@ from sqlheads.engine import kinds
 from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder, Tokenizer
 from sqlheads.engine.evaluation import stratified_split
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.word import student as students
+from sqlheads.engine.students.word import student as word_student
 from sqlheads.engine.students.word.student import (
     WordStudent,
     WordStudentParams,
@@ -116,7 +116,7 @@ def test_the_word_students_parity_check_refuses_an_export_beyond_its_tolerance(
 ):
     # Only a bit-identical graph meets a tolerance of 0: the real export is compared with
     # PyTorch (they differ by about 1e-7 here) and refused with its number; nothing is stored.
-    monkeypatch.setattr(students, "PARITY_TOLERANCE", 0.0)
+    monkeypatch.setattr(word_student, "PARITY_TOLERANCE", 0.0)
     with pytest.raises(ExportParityError, match="word student's ONNX export differs") as refused:
         _distill(taught, student="word")
     assert refused.value.number == 50010

@@ -22,7 +22,7 @@ from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.transfer import DEFAULT_ROWS
-from sqlheads.engine.students.word import student as students
+from sqlheads.engine.students.word import student as word_student
 from sqlheads.errors import InvalidParameterError, UnknownKindError
 
 READS = ("vector", "text")
@@ -82,7 +82,7 @@ def _load_head(blob: bytes) -> Scorer:
 
 
 def _load_word_student(blob: bytes) -> Scorer:
-    return students.WordStudent.from_bytes(blob)
+    return word_student.WordStudent.from_bytes(blob)
 
 
 def _load_tfidf_student(blob: bytes) -> Scorer:
@@ -124,7 +124,7 @@ def _distill_word_student(
 ) -> Scorer:
     if fit.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return students.WordStudent(students.word_student_params(fit.params.arch)).fit(
+    return word_student.WordStudent(word_student.word_student_params(fit.params.arch)).fit(
         texts,
         classes,
         logits,
@@ -191,8 +191,8 @@ KINDS: dict[str, ModelKind] = {
         runs_on="server",
         student="word",
         distill=_distill_word_student,
-        epochs=students.DEFAULT_EPOCHS,
-        lr=students.DEFAULT_LR,
+        epochs=word_student.DEFAULT_EPOCHS,
+        lr=word_student.DEFAULT_LR,
     ),
     # The blob is the fp32 ONNX classifier graph with its tokenizer and classes in the metadata
     # (~438 MB for MPNet, ~91 MB for MiniLM): it scores text and gives soft labels again
@@ -264,7 +264,7 @@ class StudentParams:
     there, before a teacher scores a row, when it names what the student cannot use."""
 
     student: str = DEFAULT_STUDENT  # its name for ``distill --student`` (STUDENTS)
-    arch: str | None = None  # word student: its architecture (students.ARCHITECTURE_SIZES)
+    arch: str | None = None  # word student: its architecture (word_student.ARCHITECTURE_SIZES)
     student_model: str | None = None  # encoder student: catalogue model or HF directory
     max_length: int | None = None  # encoder student: tokens per text
     max_steps: int | None = None  # encoder student: optimiser steps at most
@@ -283,7 +283,7 @@ class StudentParams:
                     f"arch={self.arch!r} chooses a word student's architecture, and student "
                     f"{self.student!r} has none: drop arch, or pass student='word'"
                 )
-            students.word_student_params(self.arch)  # an unknown architecture: refused now
+            word_student.word_student_params(self.arch)  # an unknown architecture: refused now
         encoder_only = [
             name
             for name in ("student_model", "max_length", "max_steps")
