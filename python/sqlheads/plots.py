@@ -20,7 +20,7 @@ import pandas as pd
 
 from sqlheads.errors import InvalidParameterError, NotFoundError
 from sqlheads.report.data import student_points
-from sqlheads.report.figures import draw_students, pyplot
+from sqlheads.report.figures import DEPLOYED, draw_students, pyplot
 from sqlheads.store.repository import Store
 
 SIZE = (6.4, 4.4)  # as the report's figures
@@ -64,16 +64,7 @@ def plot_versions(store: Store, head: str, out: Path) -> dict[str, Any]:
             textcoords="offset points",
         )
     deployed = versions["is_deployed"] == 1
-    ax.scatter(
-        created[deployed],
-        versions.loc[deployed, "accuracy"],
-        marker="*",
-        s=160,
-        color="gold",
-        edgecolors="black",
-        label="deployed",
-        zorder=3,
-    )
+    ax.scatter(created[deployed], versions.loc[deployed, "accuracy"], **DEPLOYED)
     ax.set(xlabel="created", ylabel="held-out", title=f"Versions of {head} over time")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)

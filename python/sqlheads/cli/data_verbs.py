@@ -64,18 +64,23 @@ def encoders() -> None:
         out.print(
             cli_tables.fitted_table(
                 "catalogue (rows/s: int8 on 2 cores; accuracy: a head on frozen vectors)",
-                cli_tables.CATALOGUE, result["catalogue"], out.width,
+                cli_tables.CATALOGUE,
+                result["catalogue"],
+                out.width,
             )
-        )  # fmt: skip
+        )
         for e in result["catalogue"]:
             if not e["installed"]:
                 out.print(f"to install {e['model']}: {e['install']}")
         out.print(
             cli_tables.fitted_table(
-                "registered in this store", cli_tables.REGISTERED, result["registered"], out.width,
+                "registered in this store",
+                cli_tables.REGISTERED,
+                result["registered"],
+                out.width,
                 "none registered yet: embed registers the default encoder on first use",
             )
-        )  # fmt: skip
+        )
 
     run(lambda: host.encoders(open_store(must_exist=True)), "encoders", render)
 

@@ -128,9 +128,21 @@ MODELS = (
 )
 # model_summary's columns that --wide shows under their own names, after those below, in this
 # order of rank
-_WIDE_REST = ("rows_train", "teacher_accuracy", "parameters", "seconds", "encoder_name",
-              "model_id", "rows_test", "teacher", "baseline_macro_f1", "baseline_seconds",
-              "baseline_skipped", "created_at", "below_baseline")  # fmt: skip
+_WIDE_REST = (
+    "rows_train",
+    "teacher_accuracy",
+    "parameters",
+    "seconds",
+    "encoder_name",
+    "model_id",
+    "rows_test",
+    "teacher",
+    "baseline_macro_f1",
+    "baseline_seconds",
+    "baseline_skipped",
+    "created_at",
+    "below_baseline",
+)
 # --wide adds model_summary's other columns, the baseline's accuracy first: it outranks
 # macro-F1 and the set, so that at 80 columns --wide shows what a version is worth against a
 # bag of words (--json has every field under its full name).

@@ -186,8 +186,14 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     from sqlheads.engine.kinds import model_kind
 
     found = store.find_set(set_name)
-    point = {"head": model.head, "version": model.version, "kind": model.kind, "role": role,
-             "accuracy": model.accuracy, "rows_per_second": None}  # fmt: skip
+    point = {
+        "head": model.head,
+        "version": model.version,
+        "kind": model.kind,
+        "role": role,
+        "accuracy": model.accuracy,
+        "rows_per_second": None,
+    }
     try:  # the set's stored query runs for its author alone: for anyone else, no timing
         source = None if found is None else stored_source(store, found)
     except StoredQueryOwnerError:
@@ -202,8 +208,13 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     if kind.reads == "vector":
         registered = store.encoder(model.encoder_id)
         onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
-        encoder = load_encoder(registered.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
-                               dim=registered.dim, max_length=registered.max_length)  # fmt: skip
+        encoder = load_encoder(
+            registered.sha256,
+            onnx=onnx,
+            tokenizer_json=tokenizer_json,
+            dim=registered.dim,
+            max_length=registered.max_length,
+        )
 
     def score(part: list[str]) -> None:
         scorer.predict_proba(part if encoder is None else encoder.encode(part).vectors)

@@ -18,6 +18,16 @@ from sqlheads.report.data import (
     histogram_edges,
 )
 
+# How a deployed version is marked, here and in ``sqlheads plot``.
+DEPLOYED = {
+    "marker": "*",
+    "s": 160,
+    "color": "gold",
+    "edgecolors": "black",
+    "label": "deployed",
+    "zorder": 3,
+}
+
 
 def pyplot():
     try:
@@ -57,15 +67,27 @@ def draw(data: ReportData, out: Path) -> dict[str, str]:
 
 
 def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float | None) -> None:
-    styles = {"teacher": ("*", 220, "gold"), "student": ("o", 60, "tab:blue"),
-              "head": ("s", 60, "tab:green")}  # fmt: skip
+    styles = {
+        "teacher": ("*", 220, "gold"),
+        "student": ("o", 60, "tab:blue"),
+        "head": ("s", 60, "tab:green"),
+    }
     labelled = []
     for role, (marker, size, colour) in styles.items():
         shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
-        ax.scatter([p["rows_per_second"] for p in shown], [p["accuracy"] for p in shown],
-                   marker=marker, s=size, color=colour, edgecolors="black", label=role)  # fmt: skip
-        labelled += [((p["rows_per_second"], p["accuracy"]),
-                      f"{p['head']} v{p['version']} {p['kind']}") for p in shown]  # fmt: skip
+        ax.scatter(
+            [p["rows_per_second"] for p in shown],
+            [p["accuracy"] for p in shown],
+            marker=marker,
+            s=size,
+            color=colour,
+            edgecolors="black",
+            label=role,
+        )
+        labelled += [
+            ((p["rows_per_second"], p["accuracy"]), f"{p['head']} v{p['version']} {p['kind']}")
+            for p in shown
+        ]
     if baseline is not None:
         ax.axhline(baseline, color="gray", linestyle="--", label="TF-IDF + LR baseline")
     ax.set(
@@ -90,9 +112,15 @@ def _label_inside(ax, labelled: list[tuple[tuple[float, float], str]]) -> None:
     middle_x = np.sqrt(x0 * x1) if ax.get_xscale() == "log" else (x0 + x1) / 2
     for (x, y), label in labelled:
         right, up = x <= middle_x, y <= (y0 + y1) / 2
-        ax.annotate(label, (x, y), fontsize=7, textcoords="offset points",
-                    xytext=(4 if right else -4, 4 if up else -4),
-                    ha="left" if right else "right", va="bottom" if up else "top")  # fmt: skip
+        ax.annotate(
+            label,
+            (x, y),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(4 if right else -4, 4 if up else -4),
+            ha="left" if right else "right",
+            va="bottom" if up else "top",
+        )
 
 
 def _confusion(ax, data: ReportData) -> None:
@@ -106,10 +134,20 @@ def _confusion(ax, data: ReportData) -> None:
     if len(classes) <= 15:
         threshold = matrix.max() / 2 if matrix.size else 0
         for i, j in np.ndindex(matrix.shape):
-            ax.text(j, i, f"{int(matrix[i, j]):,}", ha="center", va="center", fontsize=8,
-                    color="white" if matrix[i, j] > threshold else "black")  # fmt: skip
-    ax.set(xlabel="predicted", ylabel="true",
-           title=f"Confusion matrix, held-out split ({int(matrix.sum()):,} rows)")  # fmt: skip
+            ax.text(
+                j,
+                i,
+                f"{int(matrix[i, j]):,}",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if matrix[i, j] > threshold else "black",
+            )
+    ax.set(
+        xlabel="predicted",
+        ylabel="true",
+        title=f"Confusion matrix, held-out split ({int(matrix.sum()):,} rows)",
+    )
 
 
 def _per_class(ax, data: ReportData) -> None:
@@ -125,15 +163,24 @@ def _per_class(ax, data: ReportData) -> None:
 
 def _scores(ax, data: ReportData) -> None:
     if data.scores.empty:
-        ax.text(0.5, 0.5, "no predictions of this version yet:\nrun `sqlheads predict`",
-                ha="center", va="center", transform=ax.transAxes)  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            "no predictions of this version yet:\nrun `sqlheads predict`",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_axis_off()
         return
     edges = histogram_edges()
     groups = [(str(k), g["score"].to_numpy(dtype=float)) for k, g in data.scores.groupby("label")]
     ax.hist([g for _, g in groups], bins=edges, stacked=True, label=[k for k, _ in groups])
-    ax.set(xlabel="score (probability of the predicted label)", ylabel="predictions",
-           title=f"Score distribution ({len(data.scores):,} predictions)")  # fmt: skip
+    ax.set(
+        xlabel="score (probability of the predicted label)",
+        ylabel="predictions",
+        title=f"Score distribution ({len(data.scores):,} predictions)",
+    )
     ax.legend(fontsize=8, title="predicted", loc="upper left")
 
 
@@ -149,11 +196,17 @@ def _versions(ax, data: ReportData) -> None:
     ax.plot(versions["version"], versions["accuracy"], marker="o", label="accuracy")
     ax.plot(versions["version"], versions["macro_f1"], marker="s", label="macro-F1")
     this = versions[versions["model_id"] == data.model.model_id]
-    ax.scatter(this["version"], this["macro_f1"], s=160, facecolors="none", edgecolors="red",
-               label="this version", zorder=3)  # fmt: skip
+    ax.scatter(
+        this["version"],
+        this["macro_f1"],
+        s=160,
+        facecolors="none",
+        edgecolors="red",
+        label="this version",
+        zorder=3,
+    )
     deployed = versions[versions["is_deployed"] == 1]
-    ax.scatter(deployed["version"], deployed["accuracy"], marker="*", s=160, color="gold",
-               edgecolors="black", label="deployed", zorder=3)  # fmt: skip
+    ax.scatter(deployed["version"], deployed["accuracy"], **DEPLOYED)
     ax.set_xticks(versions["version"].tolist())
     # Equal scores must look equal: no offset notation (1e-6 + 7.825e-1) and at least a tenth
     # of the [0, 1] scale around the values, so that noise in the 7th digit stays invisible.
@@ -196,8 +249,11 @@ def _queue_margins(ax, data: ReportData) -> None:
         _note(ax, f"no label queue: {data.queue or 'every row it scored was labelled'}")
         return
     ax.hist(data.margins, bins=histogram_edges())
-    ax.set(xlabel="margin (top class probability minus the runner-up's)", ylabel="rows",
-           title=f"Label queue: margins of {len(data.margins):,} unlabelled rows")  # fmt: skip
+    ax.set(
+        xlabel="margin (top class probability minus the runner-up's)",
+        ylabel="rows",
+        title=f"Label queue: margins of {len(data.margins):,} unlabelled rows",
+    )
 
 
 def _drift_shares(ax, data: ReportData) -> None:

@@ -76,15 +76,25 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         "predictions of this version": f"{len(data.scores):,}",
     }
     per_class = [
-        [c, *(f"{metrics['per_class'][c][m]:.3f}" for m in ("precision", "recall", "f1")),
-         str(metrics["per_class"][c]["support"])]
+        [
+            c,
+            *(f"{metrics['per_class'][c][m]:.3f}" for m in ("precision", "recall", "f1")),
+            str(metrics["per_class"][c]["support"]),
+        ]
         for c in data.classes
-    ]  # fmt: skip
+    ]
     versions = [
-        [str(r.version), "yes" if r.is_deployed else "", f"{r.accuracy:.4f}",
-         f"{r.macro_f1:.4f}", f"{r.rows_train:,}", f"{r.rows_test:,}", str(r.created_at)]
+        [
+            str(r.version),
+            "yes" if r.is_deployed else "",
+            f"{r.accuracy:.4f}",
+            f"{r.macro_f1:.4f}",
+            f"{r.rows_train:,}",
+            f"{r.rows_test:,}",
+            str(r.created_at),
+        ]
         for r in data.versions.itertuples(index=False)
-    ]  # fmt: skip
+    ]
     titles = {
         "confusion_matrix": "Confusion matrix",
         "per_class": "Per-class precision and recall",
@@ -101,6 +111,10 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         f"<figcaption>{html.escape(titles[name])}</figcaption></figure>"
         for name, file in plots.items()
     )
+    versions_table = _table(
+        ["version", "deployed", "accuracy", "macro-F1", "rows train", "rows test", "trained"],
+        versions,
+    )
     title = f"{data.model.head} v{data.model.version}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} - sqlheads report</title>
@@ -116,13 +130,12 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 <h2>Per class (held-out split)</h2>
 {_table(["class", "precision", "recall", "F1", "support"], per_class)}
 <h2>Versions</h2>
-{_table(["version", "deployed", "accuracy", "macro-F1", "rows train", "rows test", "trained"],
-        versions)}
+{versions_table}
 {_loop_sections(data)}
 <p>The numbers behind these plots are in the <code>model_figures</code> table
 (model_id {data.model.model_id}); versions are in the <code>model_summary</code> view.</p>
 </body></html>
-"""  # fmt: skip
+"""
 
 
 def _table(columns: list[str], rows: list[list[str]], *, header: bool = True) -> str:
@@ -140,9 +153,18 @@ def _loop_sections(data: ReportData) -> str:
     if isinstance(data.queue, dict) and data.queue["rows"]:
         queue = _table(
             ["#", "item_key", "set", "predicted", "probability", "margin"],
-            [[str(r["queue_rank"]), r["item_key"], r["set"], r["predicted_label"],
-              f"{r['probability']:.3f}", f"{r['margin']:.3f}"] for r in data.queue["rows"]],
-        )  # fmt: skip
+            [
+                [
+                    str(r["queue_rank"]),
+                    r["item_key"],
+                    r["set"],
+                    r["predicted_label"],
+                    f"{r['probability']:.3f}",
+                    f"{r['margin']:.3f}",
+                ]
+                for r in data.queue["rows"]
+            ],
+        )
     else:
         queue = (
             f"<p>{html.escape(str(data.queue or 'empty: every row it scored was labelled'))}</p>"
@@ -153,17 +175,23 @@ def _loop_sections(data: ReportData) -> str:
         return "not recorded" if value is None else f"{value:.3f}"
 
     drift_rows = [
-        [r["set"], "yes" if r["drifted"] else "no", f"{r['rows_scored']:,}",
-         f"{r['mean_top_probability']:.3f} / {shown(r['held_out_mean_top_probability'])}",
-         shown(r["top_probability_psi"]), shown(r["largest_share_gap"]),
-         shown(r["embedding_shift"]), "; ".join(r["reasons"])]
+        [
+            r["set"],
+            "yes" if r["drifted"] else "no",
+            f"{r['rows_scored']:,}",
+            f"{r['mean_top_probability']:.3f} / {shown(r['held_out_mean_top_probability'])}",
+            shown(r["top_probability_psi"]),
+            shown(r["largest_share_gap"]),
+            shown(r["embedding_shift"]),
+            "; ".join(r["reasons"]),
+        ]
         for r in sets
-    ]  # fmt: skip
+    ]
     drifts = (
         _table(
             ["set", "drifted", "rows", "top p / held-out", "PSI", "share gap", "shift", "why"],
             drift_rows,
-        )  # fmt: skip
+        )
         if drift_rows
         else f"<p>{html.escape(str(data.drift or 'no set scored beyond its labelled rows'))}</p>"
     )
