@@ -179,6 +179,10 @@ END CATCH;
 
 -- 5. The analyst's door, as a user that is only in heads_analyst: a verb that runs Python works
 --    (signing), Python of one's own does not (least privilege).
+-- A set an earlier, interrupted run left belongs to that run's user (a user without login is
+-- another SID each time it is made, revision 0008): it goes first.
+IF EXISTS (SELECT 1 FROM heads.embedding_sets AS s WHERE s.name = N'sqlheads_smoke')
+    EXEC heads.drop_set @set = N'sqlheads_smoke', @progress = 0;
 IF DATABASE_PRINCIPAL_ID(N'sqlheads_smoke_analyst') IS NULL
     CREATE USER sqlheads_smoke_analyst WITHOUT LOGIN;
 ALTER ROLE heads_analyst ADD MEMBER sqlheads_smoke_analyst;
@@ -263,6 +267,10 @@ IF @smoke_sidecars = 0
     );
 ELSE
 BEGIN
+IF EXISTS (SELECT 1 FROM heads.models AS m WHERE m.head = N'sqlheads_smoke_head')
+    EXEC heads.drop_head @head = N'sqlheads_smoke_head';
+IF EXISTS (SELECT 1 FROM heads.embedding_sets AS s WHERE s.name = N'sqlheads_smoke_sidecar')
+    EXEC heads.drop_set @set = N'sqlheads_smoke_sidecar', @progress = 0;
 BEGIN TRY
     -- Called plainly, not through INSERT ... EXEC: that would run the request inside the
     -- INSERT's transaction, which heads.assert_no_transaction refuses (50017). The job is read
