@@ -263,14 +263,15 @@ def require_owner(c: Connection, set_id: int, user: str | None) -> None:
     row = c.execute(select(es.name, es.owner_user).where(es.set_id == set_id)).first()
     if row is None:
         return
-    if row.owner_user is None:
+    owner = row.owner_user
+    if owner is None:  # taken by one writer: of two at once, the second reads who by
         c.execute(
             update(s.embedding_sets)
             .where(es.set_id == set_id, es.owner_user.is_(None))
             .values(owner_user=user)
         )
-        return
-    if row.owner_user != user:
+        owner = c.execute(select(es.owner_user).where(es.set_id == set_id)).scalar_one()
+    if owner != user:
         raise SetOwnerError(
             f"set {row.name!r} belongs to another user: only its owner (or heads_admin on SQL "
             "Server) writes into it; embed into a set of your own (another --set name)"

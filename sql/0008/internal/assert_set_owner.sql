@@ -21,18 +21,21 @@ BEGIN
     SELECT
         @set = es.name,
         @owner = es.owner_sid
-    FROM heads.embedding_sets AS es WITH (UPDLOCK, HOLDLOCK)
+    FROM heads.embedding_sets AS es
     WHERE es.set_id = @set_id;
     IF @set IS NULL RETURN;
     IF @owner IS NULL
     BEGIN
+        -- Taken by one writer: of two at once, the second finds it taken and reads who by.
         UPDATE es
         SET
             es.owner_sid = @owner_sid,
             es.owner_user = @owner_user
         FROM heads.embedding_sets AS es
         WHERE es.set_id = @set_id AND es.owner_sid IS NULL;
-        RETURN;
+        SELECT @owner = es.owner_sid
+        FROM heads.embedding_sets AS es
+        WHERE es.set_id = @set_id;
     END;
     IF @owner = @owner_sid OR @is_admin = 1 RETURN;
     SET @message = CONCAT(
