@@ -111,15 +111,11 @@ def test_a_sidecar_cancels_only_what_its_requester_cancelled(store: Store) -> No
 
 
 @pytest.fixture(scope="module")
-def scoped_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
+def scoped_template(tmp_path_factory, tiny_embedded_template: Path, copy_sqlite) -> Path:
     """40 reviews embedded into set 'reviews', a head 'h' trained on them, a teacher job for
     head 'sent' and an embed job for set 'more', both queued."""
     path = tmp_path_factory.mktemp("scope") / "heads.db"
-    store = Store.from_url(f"sqlite:///{path}")
-    host.init(store)
-    tiny = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
-    tiny.to_sql("reviews", store.engine, index=False)
-    host.embed(store, set_name="reviews", source=SOURCE)
+    store = copy_sqlite(tiny_embedded_template, path)
     host.train(store, head="h", set_name="reviews", labels=LABELS, epochs=2, deploy="never")
     request_teacher(store, head="sent", set_name="reviews", labels=LABELS, model=MINILM)
     request_embed(store, set_name="more", source=SOURCE, engine="onnx")

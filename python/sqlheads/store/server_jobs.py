@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, TextClause, text
+from sqlalchemy import TextClause, text
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import from_server
 from sqlheads.store import schema as s
+from sqlheads.store import staging
 from sqlheads.store.repository import Store
 
 CLAIM = text(
@@ -75,32 +76,15 @@ ENQUEUE = text(
 _INSERT_ROWS = 5_000  # rows per executemany, as job_inputs.insert_inputs
 
 
-def _stage(name: str, columns: dict[str, str]) -> TextClause:
-    return text(
-        f"IF OBJECT_ID(N'tempdb..{name}') IS NOT NULL DROP TABLE {name}; "
-        f"CREATE TABLE {name} (" + ", ".join(f"{c} {kind}" for c, kind in columns.items()) + ")"
-    )
-
-
-def _insert(name: str, columns: dict[str, str]) -> TextClause:
-    return text(
-        f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join(':' + c for c in columns)})"
-    )
-
-
 def call(store: Store, statement: TextClause, parameters: dict[str, Any]) -> Any:
     """Run a procedure's batch in a transaction of its own; its one row, if it returns one.
     A procedure's numbered refusal comes back as that sqlheads error."""
     with store.engine.begin() as connection:
-        return _call(connection, statement, parameters)
-
-
-def _call(connection: Connection, statement: TextClause, parameters: dict[str, Any]) -> Any:
-    try:
-        result = connection.execute(statement, parameters)
-        return result.first() if result.returns_rows else None
-    except DBAPIError as error:
-        raise from_server(str(error.orig)) or error from None
+        try:
+            result = connection.execute(statement, parameters)
+            return result.first() if result.returns_rows else None
+        except DBAPIError as error:
+            raise from_server(str(error.orig)) or error from None
 
 
 def claim(store: Store, worker: str, kinds: Sequence[str] | None, stale: int) -> int | None:
@@ -201,12 +185,12 @@ def enqueue(
             for key, label, body in shaped.itertuples(index=False, name=None)
         ]
     with store.engine.begin() as connection:
-        connection.execute(_stage(PARTS_STAGE, PARTS_COLUMNS))
-        connection.execute(_stage(INPUTS_STAGE, INPUTS_COLUMNS))
-        connection.execute(_insert(PARTS_STAGE, PARTS_COLUMNS), parts)
+        connection.execute(staging.create(PARTS_STAGE, PARTS_COLUMNS))
+        connection.execute(staging.create(INPUTS_STAGE, INPUTS_COLUMNS))
+        connection.execute(staging.insert(PARTS_STAGE, PARTS_COLUMNS), parts)
         for start in range(0, len(rows), _INSERT_ROWS):
             connection.execute(
-                _insert(INPUTS_STAGE, INPUTS_COLUMNS), rows[start : start + _INSERT_ROWS]
+                staging.insert(INPUTS_STAGE, INPUTS_COLUMNS), rows[start : start + _INSERT_ROWS]
             )
         try:
             found = connection.execute(ENQUEUE, values).all()

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, LargeBinary, bindparam, delete, insert, selec
 
 from sqlheads import settings
 from sqlheads.errors import NotFoundError, SetOwnerError
-from sqlheads.store import boundary, claims
+from sqlheads.store import boundary, claims, staging
 from sqlheads.store import schema as s
 from sqlheads.store.claims import JobClaim
 from sqlheads.store.keys import key_chunks
@@ -55,21 +55,12 @@ EMBED_ROWS_COLUMNS = {
     "windows": "int NULL",
     "reject_reason": "nvarchar(400) COLLATE DATABASE_DEFAULT NULL",
 }
-_STAGE_EMBED_ROWS = text(
-    f"IF OBJECT_ID(N'tempdb..{EMBED_ROWS_STAGE}') IS NOT NULL DROP TABLE {EMBED_ROWS_STAGE}; "
-    f"CREATE TABLE {EMBED_ROWS_STAGE} ("
-    + ", ".join(f"{name} {kind}" for name, kind in EMBED_ROWS_COLUMNS.items())
-    + ")"
-)
 # Vectors and rejects apart: a vector is never bound as None (a NULL sent untyped arrives as
 # varchar, which SQL Server will not convert to varbinary: Msg 257; mssql-python #458).
-INSERT_EMBEDDED = text(
-    f"INSERT INTO {EMBED_ROWS_STAGE} (item_key, text_sha256, vector, windows) "
-    "VALUES (:item_key, :text_sha256, :vector, :windows)"
+INSERT_EMBEDDED = staging.insert(
+    EMBED_ROWS_STAGE, ["item_key", "text_sha256", "vector", "windows"]
 ).bindparams(bindparam("vector", type_=LargeBinary))
-INSERT_REJECTED = text(
-    f"INSERT INTO {EMBED_ROWS_STAGE} (item_key, reject_reason) VALUES (:item_key, :reject_reason)"
-)
+INSERT_REJECTED = staging.insert(EMBED_ROWS_STAGE, ["item_key", "reject_reason"])
 WRITE_EMBEDDINGS = text(
     "SET NOCOUNT ON; "
     "EXEC heads.write_embeddings @job_id = :job_id, @worker = :worker, @set_id = :set_id; "
@@ -127,7 +118,7 @@ def write_batch(c: Connection, writer: Writer, set_id: int, output: pd.DataFrame
     sidecar's goes through ``heads.write_embeddings`` on SQL Server, scoped to its job."""
     if writer.claim is not None and not writer.sqlite:
         embedded, rejected = _split(output)
-        c.execute(_STAGE_EMBED_ROWS)
+        c.execute(staging.create(EMBED_ROWS_STAGE, EMBED_ROWS_COLUMNS))
         if len(embedded):
             c.execute(
                 INSERT_EMBEDDED,

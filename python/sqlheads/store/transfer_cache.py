@@ -19,7 +19,7 @@ from sqlalchemy import LargeBinary, bindparam, func, insert, select, text, updat
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import TeacherDroppedError, from_server
-from sqlheads.store import boundary, claims
+from sqlheads.store import boundary, claims, staging
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
 
@@ -32,15 +32,8 @@ TRANSFER_ROWS_COLUMNS = {
     "text": "nvarchar(max) COLLATE DATABASE_DEFAULT NOT NULL",
     "logits": "varbinary(max) NOT NULL",
 }
-_STAGE = text(
-    f"IF OBJECT_ID(N'tempdb..{TRANSFER_ROWS_STAGE}') IS NOT NULL DROP TABLE {TRANSFER_ROWS_STAGE}; "
-    f"CREATE TABLE {TRANSFER_ROWS_STAGE} ("
-    + ", ".join(f"{name} {kind}" for name, kind in TRANSFER_ROWS_COLUMNS.items())
-    + ")"
-)
-INSERT_TRANSFER_ROW = text(  # logits are never NULL (NOT NULL): always bound as bytes
-    f"INSERT INTO {TRANSFER_ROWS_STAGE} ({', '.join(TRANSFER_ROWS_COLUMNS)}) "
-    "VALUES (:ordinal, :origin_key, :how, :text, :logits)"
+INSERT_TRANSFER_ROW = staging.insert(  # logits are never NULL: always bound as bytes
+    TRANSFER_ROWS_STAGE, TRANSFER_ROWS_COLUMNS
 ).bindparams(bindparam("logits", type_=LargeBinary))
 WRITE_TRANSFER_ROWS = text(
     "SET NOCOUNT ON; DECLARE @transfer_set_id int; "
@@ -153,7 +146,7 @@ def _write_on_server(
         "rows_max": rows_max,
     }
     with store.engine.begin() as c:
-        c.execute(_STAGE)
+        c.execute(staging.create(TRANSFER_ROWS_STAGE, TRANSFER_ROWS_COLUMNS))
         if rows:
             c.execute(INSERT_TRANSFER_ROW, rows)
         try:
