@@ -10,7 +10,8 @@ the column and the role.
   healthcheck; every GRANT line of its role file is needed by that run, and deleting one (its
   ``alembic_version`` SELECT, its ``transfer_rows`` SELECT) fails it.
 - ``heads_analyst``: the command line's server-side listing (the ``jobs`` view) and cancel
-  (``heads.cancel_job``); the queue's table itself is not theirs.
+  (``heads.cancel_job``); the queue's table itself is not theirs. ``heads_reader``: the
+  listing, and no cancel.
 - ``heads_admin``: the command line's request and embed (through ``heads.enqueue_job`` and
   ``heads.store_set``), and never a write of the columns that decide as whom a query runs.
 
@@ -216,6 +217,14 @@ def test_an_analyst_lists_and_cancels_their_jobs_through_the_view_and_the_proced
     assert recorder.denied == [Access("SELECT", "heads.job_queue")]
     assert recorder.procedures == {"heads.cancel_job"}
     assert Access("SELECT", "heads.jobs") in recorder.used
+    # A reader (a BI tool's login) lists the jobs it requested too, and cancels none.
+    with acting_as("heads_reader") as recorder:
+        assert len(cli(url, "jobs")["jobs"]) == 2
+        refused = runner.invoke(
+            app, ["--url", url, "--json", "cancel-job", "--job-id", str(listed[1]["job_id"])]
+        )
+    assert refused.exit_code == 2 and "refused the operation" in refused.stdout
+    assert recorder.denied == [Access("EXECUTE", "heads.cancel_job")], recorder.report()
 
 
 # -- heads_admin -------------------------------------------------------------------------------
