@@ -36,7 +36,6 @@ from sqlalchemy import (
     column,
     func,
     insert,
-    literal_column,
     or_,
     select,
     table,
@@ -261,8 +260,11 @@ class JobQueue:
     # -- claims --------------------------------------------------------------------------------
 
     def claimable(self, kinds: Sequence[str] | None = None):
-        """The SELECT of the next claimable job's id (the first queued or stale one)."""
-        stale = q.heartbeat_at < self._now_minus(self.stale_after_seconds)
+        """The SELECT of the next claimable job's id (the first queued or stale one), on
+        SQLite."""
+        # CURRENT_TIMESTAMP's own text form on SQLite ('YYYY-MM-DD HH:MM:SS', UTC); SQL Server's
+        # claim is heads.claim_job's.
+        stale = q.heartbeat_at < func.datetime("now", f"-{int(self.stale_after_seconds)} seconds")
         query = (
             select(q.job_id, q.state, q.attempts, q.max_attempts, q.cancel_requested)
             .where(or_(q.state == "queued", and_(q.state == "running", stale)))
@@ -324,12 +326,6 @@ class JobQueue:
         """One writer transaction: SQLite takes its write lock at BEGIN (IMMEDIATE), before
         the SELECT, so no two claimers see the same row as claimable."""
         return _WriterTransaction(self.store)
-
-    def _now_minus(self, seconds: int):
-        if self.store.is_sqlite:
-            # CURRENT_TIMESTAMP's own text form ('YYYY-MM-DD HH:MM:SS', UTC).
-            return func.datetime("now", f"-{int(seconds)} seconds")
-        return func.dateadd(literal_column("second"), -int(seconds), func.now())
 
     # -- a running job -------------------------------------------------------------------------
 
