@@ -65,7 +65,7 @@ from sqlheads.store.set_writes import require_owner
 FINISHED = ("done", "failed", "cancelled")
 # SQL Server: analysts may not read or write heads.job_queue; they list through the view
 # heads.jobs (each caller's own jobs; every job for heads_admin) and cancel through the
-# procedure, which decides who may (sql/0007/procedures/cancel_job.sql).
+# procedure, which decides who may (sql/0008/procedures/cancel_job.sql: by USER_SID()).
 CANCEL_JOB = text("EXEC heads.cancel_job @job_id = :job_id")
 
 q = s.job_queue.c
