@@ -82,6 +82,20 @@ def embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
+    """40 reviews (20 a class) in table 'reviews', embedded into set 'reviews' (owned by this
+    OS user) with the default encoder."""
+    path = tmp_path_factory.mktemp("tiny_embedded") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
+    tiny = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    tiny.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    store.engine.dispose()
+    return path
+
+
 @pytest.fixture
 def embedded(embedded_template: Path, copy_database) -> Store:
     """The sample embedded into set 'reviews' with the default encoder (a copy of its own)."""

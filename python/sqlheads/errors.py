@@ -255,8 +255,11 @@ class UnknownJobKindError(SqlheadsError):
 
 
 class JobClaimLostError(SqlheadsError):
-    """A sidecar whose claim on a job was taken over (its heartbeat went stale): it stops and
-    leaves the job to the sidecar that holds it now (sidecar only)."""
+    """A job transition (heartbeat, progress, finish, fail, release) for a job the calling
+    sidecar does not hold as running: its claim was taken over (its heartbeat went stale), or
+    the job is finished or another worker's; a finished job is never revived. The sidecar stops
+    and leaves the job to whoever holds it (sidecar only; ``heads.heartbeat_job`` and the other
+    transitions on SQL Server)."""
 
     number = 50054
 
@@ -318,6 +321,23 @@ class JobScopeError(SqlheadsError):
     it no longer holds as running)."""
 
     number = 50072
+
+
+class SetOwnerError(SqlheadsError):
+    """A write into a set another database user owns (``embed``, ``request_embed`` or an embed
+    job of another requester): only its owner, or heads_admin on SQL Server, writes its
+    vectors; embed into a set of your own name instead."""
+
+    number = 50074
+
+
+class ServerSetupError(SqlheadsError):
+    """A SQL Server that cannot run sqlheads as deployed: a database compatibility level below
+    the one its T-SQL needs, or a module signature that does not reach
+    ``sys.sp_execute_external_script``; the message gives the fix (``docker/migrate.py``,
+    ``sqlheads init``)."""
+
+    number = 50075
 
 
 class ClassNameError(SqlheadsError):
@@ -388,6 +408,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     StoredQueryOwnerError,
     JobScopeError,
     ClassNameError,
+    SetOwnerError,
+    ServerSetupError,
     InternalError,
 )
 

@@ -93,10 +93,11 @@ def stored_source(store: Store, embedding_set: EmbeddingSet) -> str | None:
     """The set's stored source query (its last ``embed --source``), for the user who stored it
     alone; None when it stored none. A stored query runs with the rights of whoever runs it,
     so anyone else, and everyone for a query stored before its author was recorded, is refused
-    (50071) before it runs: they pass a source of their own (``heads.set_source``)."""
+    (50071) before it runs: they pass a source of their own (``heads.set_source``). The author
+    is compared by SID on SQL Server (:meth:`Store.is_author`); a sidecar never is one."""
     if embedding_set.source_query is None:
         return None
-    if embedding_set.source_user is None or embedding_set.source_user != store.database_user():
+    if not store.is_author(embedding_set):
         raise StoredQueryOwnerError(
             f"set {embedding_set.name!r} has a source query stored by another user (or before "
             "authors were recorded), and a stored query runs only for its author: pass your "

@@ -206,7 +206,7 @@ def transfer_soft_labels(
         neighbours = encoder_neighbours(tokenizer_json, onnx, origin, recipe.neighbours)
         rows = build_transfer(origin, replace(recipe, rows=wanted), neighbours, exclude or ())
         if len(rows) < wanted:  # the rows cannot give that many distinct ones
-            cached = transfer_cache.note_rows_max(store, cached, len(rows))
+            cached = transfer_cache.note_rows_max(store, cached, teacher.head, len(rows))
             wanted = len(rows)
             todo = [i for i in todo if i < wanted]
         teacher.seconds["transfer_build"] = time.perf_counter() - built_started

@@ -14,7 +14,7 @@ import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.columns import TRAIN_OUTPUT
-from sqlheads.store import server_versions
+from sqlheads.store import boundary, claims, server_versions
 from sqlheads.store.deployments import deploy_replacing
 from sqlheads.store.queue_drift import record_labelled_keys
 from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Model, Store
@@ -109,7 +109,8 @@ def add_version(
     """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
     version deployed now, in one transaction under the head's Exclusive lock, as
     ``heads.add_version`` does on SQL Server (and there by that procedure, which takes the lock
-    itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
+    itself, waiting heads.settings' lock_timeout_ms; on SQLite the same work stands for that
+    procedure, with its scope for a sidecar's job): the lock is held for the write alone,
     never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
     fails leaves no undeployed version behind, so a sidecar job's retries do not pile
     versions up. The keys the version was trained and scored on (``labelled_keys``) are
@@ -121,7 +122,12 @@ def add_version(
     with (
         store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
         store.engine.begin() as connection,
+        boundary.procedure("heads.add_version"),
     ):
+        if store.claim is not None:  # a sidecar's: its job's head, set and policy (50072)
+            deploy = settings.choice(
+                "deploy", claims.check_version(connection, store.claim, values)
+            )
         deployed = store.deployed_model(head)
         previous = deployed.macro_f1 if deployed else None
         decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)
