@@ -51,8 +51,8 @@ def refuse_duplicate_keys(keys: list[str], what: str = "labels") -> None:
     duplicated = len(keys) - len(set(keys))
     if duplicated:
         raise InvalidParameterError(
-            f"{duplicated} item_key(s) appear more than once in the {what} query: "
-            "give each key one row (e.g. SELECT DISTINCT or GROUP BY)"
+            f"{duplicated} item_key(s) appear more than once in the {what} query: give each "
+            f"key one {'label' if what == 'labels' else 'row'} (e.g. SELECT DISTINCT or GROUP BY)"
         )
 
 
