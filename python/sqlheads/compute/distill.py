@@ -19,9 +19,9 @@ import pandas as pd
 from sqlheads.compute.columns import (
     DISTILL_INPUT,
     DISTILL_OUTPUT,
+    in_key_order,
     no_labelled_rows,
     present,
-    refuse_duplicate_keys,
     refuse_unnamable_classes,
     require_columns,
 )
@@ -39,7 +39,6 @@ from sqlheads.errors import (
     MissingTextError,
 )
 from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
-from sqlheads.store.keys import required_keys
 from sqlheads.store.vectors import unpack_rows
 
 # The export checks a student passed, recorded in its metrics when it ran them.
@@ -71,7 +70,8 @@ def distill(
     no held-out row is distilled on, and one named in ``in_transfer`` is refused. A word
     student starts from the set encoder's ``tokenizer_json`` and ``encoder_onnx``. ``progress``
     hears of the run in the kind's ``progress_unit``: epochs (word and head students), optimiser
-    steps (encoder) or L-BFGS iterations (tfidf).
+    steps (encoder) or L-BFGS iterations (tfidf). The rows are put in key order first and
+    every figure is made from that one frame: the same rows in any order give the same version.
     """
     started = time.perf_counter()
     student_params = student_params.validate()
@@ -79,6 +79,7 @@ def distill(
     deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
     distill_params = kind.distill_params(params).validate()
     require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
+    input_data = in_key_order(input_data, "labels")  # the one frame every consumer reads
     teacher_classes = json.loads(teacher_classes_json)
     rows = split_rows(input_data, kind, teacher_classes, test_fraction, distill_params)
     train_inputs, test_inputs = _student_inputs(input_data, kind, rows, dim)
@@ -146,11 +147,10 @@ def split_rows(
     test_fraction: float,
     distill: DistillParams,
 ) -> DistillRows:
-    """Distill's input rows sorted out (:class:`DistillRows`), with the held-out split that
-    ``train`` makes of the same labels with ``distill.seed``."""
-    keys = required_keys(input_data["item_key"], "labels")
-    refuse_duplicate_keys(keys)
-    keys_array = np.asarray(keys, dtype=object)
+    """Distill's input rows (in key order: :func:`~sqlheads.compute.columns.in_key_order`)
+    sorted out (:class:`DistillRows`), with the held-out split that ``train`` makes of the same
+    labels with ``distill.seed``."""
+    keys_array = input_data["item_key"].to_numpy(dtype=object)
     teacher_classes = [str(c) for c in teacher_classes]
     labelled = present(input_data["label"], "text")
     gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
@@ -158,7 +158,7 @@ def split_rows(
     train_labelled, test_labelled = stratified_split(
         keys_array[labelled], gold_labels[labelled], test_fraction=test_fraction, seed=distill.seed
     )
-    held_out = np.zeros(len(keys), dtype=bool)
+    held_out = np.zeros(len(keys_array), dtype=bool)
     held_out[np.flatnonzero(labelled)[test_labelled]] = True
     logits, has_logits = _teacher_logits(input_data["logits"], teacher_classes, classes)
     distilled = _distilled_on(input_data, keys_array, labelled, held_out, has_logits)

@@ -20,6 +20,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
+from sqlheads.compute.columns import in_key_order
 from sqlheads.engine.encoders.onnx_encoder import load_encoder
 from sqlheads.engine.evaluation import TEST_FRACTION, held_out_keys
 from sqlheads.engine.kinds import model_kind
@@ -33,7 +34,6 @@ from sqlheads.engine.students.transfer import (
     transfer_keys,
 )
 from sqlheads.errors import InvalidParameterError, QueryShapeError
-from sqlheads.store.keys import required_keys
 from sqlheads.store.vectors import pack_rows, unpack_rows
 
 TEACH_INPUT = ("item_key", "text", "label", "teacher_vector", "teacher_text_sha256")
@@ -76,7 +76,10 @@ def teach(
             dim=dim,
             max_length=max_length,
         )
-    keys = required_keys(input_data["item_key"], "source")
+    # In key order: the teacher scores the same rows in the same batches, and the transfer
+    # rows are the same, whatever order T-SQL handed them over in.
+    input_data = in_key_order(input_data, "source")
+    keys = input_data["item_key"].tolist()
     texts = [None if t is None or t != t else str(t) for t in input_data["text"]]
     rows = [i for i, t in enumerate(texts) if t is not None and t.strip()]
     logits = np.zeros((len(rows), len(teacher.classes)), dtype=np.float32)

@@ -11,8 +11,8 @@ import pandas as pd
 from sqlheads.compute.columns import (
     TRAIN_INPUT,
     TRAIN_OUTPUT,
+    in_key_order,
     no_labelled_rows,
-    refuse_duplicate_keys,
     refuse_unnamable_classes,
     require_columns,
 )
@@ -24,7 +24,6 @@ from sqlheads.engine.loop import drift
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
 from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
-from sqlheads.store.keys import required_keys
 from sqlheads.store.vectors import unpack_rows
 
 
@@ -46,12 +45,14 @@ def train(
     metrics are computed on it, then the deploy policy is applied against
     ``deployed_macro_f1``. ``progress`` hears of each epoch. With a ``text`` column the TF-IDF
     baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without one it is
-    skipped, saying ``no_text``.
+    skipped, saying ``no_text``. The rows are put in key order first and every figure is
+    made from that one frame: the same rows in any order give the same version.
     """
     started = time.perf_counter()
     require_columns(input_data, TRAIN_INPUT, "labels")
     deploy = choice("deploy", deploy)  # before the work, not after it
     params = params.validate()
+    input_data = in_key_order(input_data, "labels")  # the one frame every consumer reads
     keys, X, y = _labelled_vectors(input_data, dim)
     train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=params.seed)
     head = HeadClassifier(params).fit(X[train_rows], y[train_rows], progress=progress)
@@ -92,15 +93,11 @@ def train(
 def _labelled_vectors(
     input_data: pd.DataFrame, dim: int
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The keys, vectors and labels to train on; refused whole if a row lacks one."""
-    keys = required_keys(input_data["item_key"], "labels")
+    """The keys, vectors and labels to train on, in the rows' order (:func:`in_key_order`'s);
+    refused whole if a row lacks one."""
+    keys = input_data["item_key"].tolist()
     if len(keys) == 0:
         raise no_labelled_rows()
-    refuse_duplicate_keys(keys)
-    # In key order, as the split orders them: the model, not only its held-out rows, is then
-    # the same whatever order the labels query returned its rows in.
-    in_key_order = np.argsort(np.asarray(keys), kind="stable")
-    input_data, keys = input_data.iloc[in_key_order], [keys[i] for i in in_key_order]
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:

@@ -46,7 +46,9 @@ def set_shift(store: Store, model: Model, set_name: str, found: dict[str, Any]) 
     if not stored:
         return None
     dim = len(found["training_centroid"])
-    return signals.embedding_shift(found, unpack_rows(list(stored.values()), dim).mean(axis=0))
+    # summed in key order: the same centroid whatever order the store returned the rows in
+    vectors = unpack_rows([stored[k] for k in sorted(stored)], dim)
+    return signals.embedding_shift(found, vectors.mean(axis=0))
 
 
 def drift(store: Store, *, head: str) -> dict[str, Any]:

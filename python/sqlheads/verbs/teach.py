@@ -143,9 +143,9 @@ def own_soft_labels(
     """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes).
 
     A head reuses the vectors its set holds for a key whose stored text is the same text;
-    the rest are scored now."""
+    the rest are scored now, in key order (the same batches whatever order the rows came in)."""
     started = time.perf_counter()
-    keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
+    keys = sorted(k for k, t in texts.items() if t is not None and str(t).strip())
     logits = np.zeros((len(keys), len(teacher.classes)), dtype=np.float32)
     todo = np.ones(len(keys), dtype=bool)
     if model_kind(teacher.model.kind).reads == "vector":
