@@ -73,7 +73,8 @@ def make_engine(url: str) -> Engine:
     foreign keys and a busy timeout, SQL Server gets the ``heads`` schema. Any other database,
     or a URL whose driver is not installed, is refused with the URLs that work."""
     try:
-        backend = make_url(url).get_backend_name()
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
     except ArgumentError:
         raise UnsupportedDatabaseError(
             f"{url!r} is not a database URL: use {SUPPORTED_URLS}"
@@ -81,6 +82,13 @@ def make_engine(url: str) -> Engine:
     if backend not in ("sqlite", "mssql"):
         raise UnsupportedDatabaseError(
             f"database URL {_shown(url)} is not supported ({backend}): use {SUPPORTED_URLS}"
+        )
+    if backend == "sqlite" and parsed.host:
+        # sqlite://my.db parses with my.db as a host, and SQLAlchemy refuses it with a traceback
+        raise UnsupportedDatabaseError(
+            f"{url!r} names {parsed.host!r} as a host, and SQLite has none: a SQLite URL has "
+            f"three slashes before a relative path (sqlite:///{parsed.host}) and four before "
+            f"an absolute one (sqlite:////path/to/{parsed.host})"
         )
     try:
         return _create_engine(url)

@@ -19,6 +19,17 @@ def check_sqlite_file(database: str | None) -> None:
         return
     path = Path(database).expanduser().absolute()
     folder = path.parent
+    if path.is_dir():
+        raise DatabaseError(
+            f"cannot open the SQLite file {path}: it is a folder; name a file in it instead, "
+            f"e.g. --url sqlite:///{path / 'sqlheads.db'}"
+        )
+    if path.is_file() and not _holds_sqlite(path):
+        raise DatabaseError(
+            f"{path} is not a SQLite database (it does not start with SQLite's header), and "
+            "sqlheads leaves it as it is: check the path in --url, or name a new file for the "
+            f"store, e.g. --url sqlite:///{folder / 'sqlheads.db'}"
+        )
     if not folder.is_dir():
         raise DatabaseError(
             f"cannot open the SQLite file {path}: its folder {folder} does not exist; create "
@@ -33,3 +44,17 @@ def check_sqlite_file(database: str | None) -> None:
             f"{path.name}-wal and {path.name}-shm beside the file, even to read); copy the "
             "file to a writable folder, or mount it read-write, and pass --url sqlite:///PATH"
         )
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _holds_sqlite(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database: its header, or empty (SQLite makes an empty file
+    a new database, as ``touch my.db`` then ``init`` expects)."""
+    try:
+        with path.open("rb") as file:
+            start = file.read(len(SQLITE_HEADER))
+    except OSError:
+        return True  # unreadable: SQLite's own message (and the read-only check) says why
+    return start in (b"", SQLITE_HEADER)
