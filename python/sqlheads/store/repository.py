@@ -37,7 +37,7 @@ from sqlheads.store import schema as s
 from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
 from sqlheads.store.frames import typed_frame
-from sqlheads.store.sqlite_file import check_sqlite_file
+from sqlheads.store.sqlite_file import check_sqlite_file, lock_folder
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SET_BUSY = (
@@ -209,7 +209,7 @@ class Store(CallerQueries):
         SQL Server: ``sp_getapplock`` on the names the procedures lock, in Shared mode when
         ``shared``, else Exclusive (:mod:`sqlheads.store.applocks`). SQLite has no such lock,
         so the embedded host takes a read-write lock of the same modes (shared readers or one
-        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``FILE.locks/``
+        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``.FILE.locks/``
         beside the database, released by the OS if the process dies). An in-memory database
         has one process. ``busy`` says what the other process is doing; it ends the error
         raised after ``timeout_ms`` (0: do not wait).
@@ -223,8 +223,7 @@ class Store(CallerQueries):
         if not database or database == ":memory:":
             yield
             return
-        folder = Path(database).resolve().parent / f"{Path(database).name}.locks"
-        folder.mkdir(exist_ok=True)
+        folder = lock_folder(database)
         # One lock object per hold: a ReadWriteLock instance coordinates processes, and two
         # threads of one process each need their own to wait for each other.
         held = ReadWriteLock(

@@ -2,7 +2,7 @@
 
 SQLite says only "unable to open database file" for a missing folder or a read-only one; the
 checks here name the path and the fix instead. The folder must be writable even to read: in WAL
-mode SQLite writes FILE-wal and FILE-shm beside the file, and sqlheads its FILE.locks folder.
+mode SQLite writes FILE-wal and FILE-shm beside the file, and sqlheads its .FILE.locks folder.
 """
 
 from __future__ import annotations
@@ -58,3 +58,18 @@ def _holds_sqlite(path: Path) -> bool:
     except OSError:
         return True  # unreadable: SQLite's own message (and the read-only check) says why
     return start in (b"", SQLITE_HEADER)
+
+
+def lock_folder(database: str) -> Path:
+    """The folder of a SQLite store's lock files, made on first use: ``.FILE.locks`` beside the
+    file, where the processes that share the file all find it (a cache folder elsewhere would
+    be another folder in another container or under another user). Hidden, and holding a
+    ``.gitignore`` of ``*`` (as pytest's cache does), so that ``ls`` and ``git status`` in the
+    user's folder show the store, not its locks."""
+    path = Path(database).resolve()
+    folder = path.parent / f".{path.name}.locks"
+    folder.mkdir(exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# made by sqlheads: its lock files, never to be committed\n*\n")
+    return folder
