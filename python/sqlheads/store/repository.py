@@ -15,7 +15,6 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
