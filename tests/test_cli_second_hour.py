@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.cli.render import ProgressLines
 from sqlheads.store.repository import SET_BUSY, Store
@@ -293,3 +294,40 @@ def test_one_count_of_rejects_in_the_run_the_set_and_the_table(store: Store, row
         in_table = c.exec_driver_sql("SELECT COUNT(*) FROM rejects").scalar_one()
     assert (said["rejected"], said["set_rejects"], in_table) == (rejects,) * 3, said
     assert (said["rows_read"], said["embedded"]) == (len(rows), 1)
+
+
+# -- a head's versions on one encoder -------------------------------------------------------------
+
+
+def test_train_refuses_a_set_of_another_encoder_than_the_heads_versions(embedded: Store):
+    """v1 on the default encoder's set; a set of another encoder (MiniLM in fp32, a second
+    encoder of the store) is refused for v2, naming both encoders and both ways out, until the
+    change is asked for."""
+    url = str(embedded.engine.url)
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2)
+    host.register_encoder(embedded, name="minilm-fp32", quantization="none")
+    host.embed(
+        embedded, set_name="reviews_fp32", source="SELECT item_key, text FROM reviews",
+        encoder="minilm-fp32",
+    )  # fmt: skip
+    train = ["--url", url, "--json", "train", "--head", "h", "--set", "reviews_fp32"]
+    train += ["--labels", labels, "--epochs", "2"]
+    refused = runner.invoke(app, train)
+    assert refused.exit_code == 2, refused.output
+    error = json.loads(refused.stdout)
+    assert error["number"] == 50007, error
+    said = error["error"]
+    for named in ("all-MiniLM-L6-v2-int8", "minilm-fp32", "--allow-encoder-change", "--head"):
+        assert named in said, said
+    assert _versions(embedded, "h") == [1]
+    changed = runner.invoke(app, [*train, "--allow-encoder-change"])
+    assert changed.exit_code == 0, changed.output
+    assert json.loads(changed.stdout)["version"] == 2
+
+
+def test_train_on_the_heads_own_encoder_needs_no_option(embedded: Store):
+    labels = "SELECT item_key, label FROM reviews"
+    for version in (1, 2):
+        trained = host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2)
+        assert trained["version"] == version

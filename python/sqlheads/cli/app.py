@@ -151,8 +151,20 @@ def emit(result: dict[str, Any], title: str) -> None:
         return
     table = Table(title=title, show_header=False)
     for key, value in result.items():
-        table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+        table.add_row(key, in_words(value))
     Console().print(table)
+
+
+def in_words(value: Any) -> str:
+    """A result's value as a table cell: ``load 2.58, embed 7.87`` for a mapping, the items of a
+    list, ``-`` for nothing (JSON keeps ``null``, ``{}`` and ``[]`` under --json)."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {in_words(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(in_words(v) for v in value) or "-"
+    return str(value)
 
 
 def fail(error: SqlheadsError) -> None:

@@ -60,6 +60,13 @@ def train(
         str | None,
         typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
     ] = None,
+    allow_encoder_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-encoder-change",
+            help="Accept a set whose encoder differs from the head's earlier versions'.",
+        ),
+    ] = False,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
     head_params = HeadParams(
@@ -89,6 +96,7 @@ def train(
                 source=source,
                 params=head_params,
                 test_fraction=test_fraction,
+                allow_encoder_change=allow_encoder_change,
             )
 
     def kept() -> str:
