@@ -17,9 +17,11 @@ from typer.testing import CliRunner
 
 from sqlheads import host
 from sqlheads.cli import app
+from sqlheads.cli.app import in_words
 from sqlheads.cli.render import ProgressLines
 from sqlheads.store.repository import SET_BUSY, Store
 from sqlheads.verbs import predict as predict_verb
+from sqlheads.verbs.drift import NO_SET_JUDGED
 
 runner = CliRunner()
 
@@ -331,3 +333,21 @@ def test_train_on_the_heads_own_encoder_needs_no_option(embedded: Store):
     for version in (1, 2):
         trained = host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2)
         assert trained["version"] == version
+
+
+# -- words, not data structures -------------------------------------------------------------------
+
+
+def test_listings_and_results_say_in_words_what_is_empty(embedded: Store):
+    """A head trained on every labelled row: no queue, no set to judge for drift, each said in
+    a sentence that names what to do; a result's mapping is printed as words, not JSON."""
+    url = str(embedded.engine.url)
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2, deploy="always")
+    host.predict(embedded, head="h", set_name="reviews")
+    drift = runner.invoke(app, ["--url", url, "drift", "--head", "h"], env={"COLUMNS": "200"})
+    assert drift.exit_code == 0, drift.output
+    assert NO_SET_JUDGED in " ".join(drift.output.split()), drift.output
+    assert in_words({"load": 2.58, "embed": None, "classes": ["a", "b"]}) == (
+        "load 2.58, embed -, classes a, b"
+    )

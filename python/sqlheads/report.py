@@ -47,8 +47,8 @@ from sqlheads.errors import (
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores, store_figures
 from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
-from sqlheads.verbs.drift import drift
-from sqlheads.verbs.label_queue import label_queue
+from sqlheads.verbs.drift import NO_SET_JUDGED, drift
+from sqlheads.verbs.label_queue import EMPTY_QUEUE, label_queue
 from sqlheads.verbs.rows import stored_source
 
 SCORE_BINS = 20
@@ -228,20 +228,10 @@ def pyplot():
 def draw(data: ReportData, out: Path) -> dict[str, str]:
     """One PNG per figure; returns figure name -> file name (relative to the page)."""
     plt = pyplot()
-    drawers = {
-        "confusion_matrix": _confusion,
-        "per_class": _per_class,
-        "score_histogram": _scores,
-        "loss_curve": _loss,
-        "versions": _versions,
-        "baseline": _baseline,
-        "queue_margin": _queue_margins,
-        "drift_shares": _drift_shares,
-    }
     files = {}
     for name in FIGURES:
         figure, ax = plt.subplots(figsize=(6.4, 4.4))
-        drawers[name](ax, data)
+        DRAWERS[name](ax, data)
         figure.tight_layout()
         files[name] = f"{name}.png"
         figure.savefig(out / files[name], dpi=100)
@@ -328,6 +318,8 @@ def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float |
     labelled = []
     for role, (marker, size, colour) in styles.items():
         shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
+        if not shown:  # no marker in the legend for a role with no point drawn
+            continue
         ax.scatter([p["rows_per_second"] for p in shown], [p["accuracy"] for p in shown],
                    marker=marker, s=size, color=colour, edgecolors="black", label=role)  # fmt: skip
         labelled += [((p["rows_per_second"], p["accuracy"]),
@@ -457,9 +449,22 @@ def _note(ax, text: str) -> None:
     ax.set_axis_off()
 
 
+def _queue_words(data: ReportData) -> str:
+    """Why the page lists no queue, as ``sqlheads label-queue`` says it."""
+    return data.queue if isinstance(data.queue, str) and data.queue else EMPTY_QUEUE
+
+
+def _drift_words(data: ReportData) -> str:
+    """Why the page judges no set, as ``sqlheads drift`` says it."""
+    if isinstance(data.drift, str):
+        return data.drift or NO_SET_JUDGED
+    notes = [data.drift[k] for k in ("reference", "sets_not_listed") if k in data.drift]
+    return "; ".join(notes) or NO_SET_JUDGED
+
+
 def _queue_margins(ax, data: ReportData) -> None:
     if not len(data.margins):
-        _note(ax, f"no label queue: {data.queue or 'every row it scored was labelled'}")
+        _note(ax, f"no label queue:\n{_queue_words(data)}")
         return
     ax.hist(data.margins, bins=histogram_edges())
     ax.set(xlabel="margin (top class probability minus the runner-up's)", ylabel="rows",
@@ -469,7 +474,7 @@ def _queue_margins(ax, data: ReportData) -> None:
 def _drift_shares(ax, data: ReportData) -> None:
     sets = data.drift["sets"] if isinstance(data.drift, dict) else []
     if not sets or not sets[0]["class_shares"]:
-        _note(ax, f"no drift figures: {data.drift or 'no unlabelled rows scored'}")
+        _note(ax, f"no drift figures:\n{_drift_words(data)}")
         return
     classes = list(sets[0]["class_shares"])
     groups = [("training", [sets[0]["class_shares"][c]["training"] for c in classes])]
@@ -487,8 +492,71 @@ def _drift_shares(ax, data: ReportData) -> None:
     ax.legend(fontsize=7)
 
 
+DRAWERS = {  # each figure's drawing, on one Axes
+    "confusion_matrix": _confusion,
+    "per_class": _per_class,
+    "score_histogram": _scores,
+    "loss_curve": _loss,
+    "versions": _versions,
+    "baseline": _baseline,
+    "queue_margin": _queue_margins,
+    "drift_shares": _drift_shares,
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # The page
+
+
+# Each figure's alt text (what it is) and caption (how to read it: the plot has its title).
+CAPTIONS = {
+    "confusion_matrix": (
+        "Confusion matrix",
+        "The held-out rows by true class (rows) and predicted class (columns): the diagonal "
+        "holds what this version got right.",
+    ),
+    "per_class": (
+        "Per-class precision, recall and F1",
+        "For each class, on the held-out rows: the share of its predictions that were right "
+        "(precision), of its rows that were found (recall), and their harmonic mean (F1).",
+    ),
+    "score_histogram": (
+        "Score distribution",
+        "How sure this version was of each label it wrote into predictions: the scores near "
+        "the low end are its uncertain rows.",
+    ),
+    "loss_curve": (
+        "Training loss",
+        "The mean cross-entropy on the training rows after each epoch; a curve still falling "
+        "at its end could use more epochs.",
+    ),
+    "versions": (
+        "Versions of this head",
+        "Held-out accuracy and macro-F1 of every version of the head, this one circled and "
+        "the deployed one starred.",
+    ),
+    "baseline": (
+        "This version beside its baseline",
+        "This version and a TF-IDF + logistic regression model fitted on the same training "
+        "rows and scored on the same held-out rows: a version below it is not worth its "
+        "encoder.",
+    ),
+    "students": (
+        "Teacher, students, heads and baseline",
+        "Held-out accuracy against rows scored per second from text on this machine: up and "
+        "to the right is better; the dashed line is the TF-IDF + LR baseline.",
+    ),
+    "queue_margin": (
+        "Label queue margins",
+        "The unlabelled rows the deployed version scored, by the gap between its two likeliest "
+        "classes: `sqlheads label-queue` lists the left end first.",
+    ),
+    "drift_shares": (
+        "Drift: class shares",
+        "The share of each predicted class in every set scored, beside the training labels' "
+        "shares: a set far from the training bars has drifted.",
+    ),
+}
 
 
 def render_html(data: ReportData, plots: dict[str, str]) -> str:
@@ -511,9 +579,9 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         ),
         "rows (train / test)": f"{record['rows_train']:,} / {record['rows_test']:,}",
         "training seconds": f"{record['seconds']:.2f}",
-        "parameters": record["params_json"],
         "predictions of this version": f"{len(data.scores):,}",
     }
+    parameters = [[k, _in_words(v)] for k, v in json.loads(record["params_json"]).items()]
     per_class = [
         [c, *(f"{metrics['per_class'][c][m]:.3f}" for m in ("precision", "recall", "f1")),
          str(metrics["per_class"][c]["support"])]
@@ -524,20 +592,9 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
          f"{r.macro_f1:.4f}", f"{r.rows_train:,}", f"{r.rows_test:,}", str(r.created_at)]
         for r in data.versions.itertuples(index=False)
     ]  # fmt: skip
-    titles = {
-        "confusion_matrix": "Confusion matrix",
-        "per_class": "Per-class precision and recall",
-        "score_histogram": "Score distribution",
-        "loss_curve": "Training loss",
-        "versions": "Comparison with other versions",
-        "baseline": "Beside its TF-IDF baseline",
-        "students": "Teacher, students, heads and baseline: accuracy against rows/s",
-        "queue_margin": "Label queue: margins",
-        "drift_shares": "Drift: class shares per set",
-    }
     figures = "\n".join(
-        f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'
-        f"<figcaption>{html.escape(titles[name])}</figcaption></figure>"
+        f'<figure><img src="{html.escape(file)}" alt="{html.escape(CAPTIONS[name][0])}">'
+        f"<figcaption>{html.escape(CAPTIONS[name][1])}</figcaption></figure>"
         for name, file in plots.items()
     )
     title = f"{data.model.head} v{data.model.version}"
@@ -551,6 +608,8 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 {_table(["", ""], [[k, str(v)] for k, v in summary.items()], header=False)}
+<h2>Parameters</h2>
+{_table(["parameter", "value"], parameters)}
 {figures}
 <h2>Per class (held-out split)</h2>
 {_table(["class", "precision", "recall", "F1", "support"], per_class)}
@@ -562,6 +621,15 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 (model_id {data.model.model_id}); versions are in the <code>model_summary</code> view.</p>
 </body></html>
 """  # fmt: skip
+
+
+def _in_words(value: Any) -> str:
+    """A parameter's value as a cell: a list's items, a mapping's ``name value`` pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_in_words(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(_in_words, value))
+    return "none" if value is None else str(value)
 
 
 def _table(columns: list[str], rows: list[list[str]], *, header: bool = True) -> str:
@@ -583,9 +651,7 @@ def _loop_sections(data: ReportData) -> str:
               f"{r['probability']:.3f}", f"{r['margin']:.3f}"] for r in data.queue["rows"]],
         )  # fmt: skip
     else:
-        queue = (
-            f"<p>{html.escape(str(data.queue or 'empty: every row it scored was labelled'))}</p>"
-        )
+        queue = f"<p>{html.escape(_queue_words(data))}</p>"
     sets = data.drift["sets"] if isinstance(data.drift, dict) else []
 
     def shown(value: Any) -> str:
@@ -604,7 +670,7 @@ def _loop_sections(data: ReportData) -> str:
             drift_rows,
         )  # fmt: skip
         if drift_rows
-        else f"<p>{html.escape(str(data.drift or 'no set scored beyond its labelled rows'))}</p>"
+        else f"<p>{html.escape(_drift_words(data))}</p>"
     )
     return (
         f"<h2>Label queue (first {QUEUE_TOP} rows of <code>sqlheads label-queue</code>)</h2>\n"
