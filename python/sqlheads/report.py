@@ -549,7 +549,7 @@ CAPTIONS = {
     "queue_margin": (
         "Label queue margins",
         "The unlabelled rows the deployed version scored, by the gap between its two likeliest "
-        "classes: `sqlheads label-queue` lists the left end first.",
+        "classes: sqlheads label-queue lists the left end first.",
     ),
     "drift_shares": (
         "Drift: class shares",
@@ -604,7 +604,7 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
 table {{ border-collapse: collapse; margin-bottom: 1.5rem; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }}
-figure {{ display: inline-block; margin: 0.5rem; }}
+figure {{ display: inline-block; margin: 0.5rem; width: 640px; vertical-align: top; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 {_table(["", ""], [[k, str(v)] for k, v in summary.items()], header=False)}
