@@ -174,8 +174,8 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
 
 def _sqlheads_commands() -> list[tuple[str, list[str]]]:
     """(where, arguments) of every ``sqlheads`` command in the shell blocks, the skipped ones
-    included; continuation lines joined, comments, ``&`` and ``VAR=value`` prefixes dropped,
-    ``${VAR:-default}`` read as its default."""
+    included; continuation lines and quoted strings over several lines joined, comments, ``&``
+    and ``VAR=value`` prefixes dropped, ``${VAR:-default}`` read as its default."""
     found = []
     for page, fence, block in BLOCKS:
         command, first = "", 0
@@ -183,7 +183,10 @@ def _sqlheads_commands() -> list[tuple[str, list[str]]]:
             command, first = command + " " + text.removesuffix("\\"), first or offset
             if text.endswith("\\"):
                 continue
-            words = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command), comments=True)
+            try:
+                words = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command), comments=True)
+            except ValueError:  # a quoted string goes on over the next line, as bash reads it
+                continue
             while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
                 words = words[1:]
             if words and words[0] == "sqlheads":

@@ -18,7 +18,10 @@ from sqlheads.store.repository import Store
 
 @app.command()
 def init() -> None:
-    """Create or upgrade the tables and views (safe to run again)."""
+    """Create or upgrade the tables and views (safe to run again).
+
+    A new SQLite file at --url is created; a file or database an older sqlheads made is
+    upgraded. On SQL Server it creates the heads schema, its procedures, views and roles."""
     run(lambda: host.init(Store.from_url(options.url)), "init")
 
 
@@ -71,7 +74,10 @@ def register_encoder(
 
 @app.command()
 def encoders() -> None:
-    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's."""
+    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's.
+
+    Speed and accuracy are shown where the terminal is wide enough (--json always has them);
+    a model not installed gets its pip command."""
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
@@ -147,7 +153,11 @@ def drop_set(
 
 @app.command()
 def demo() -> None:
-    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file."""
+    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file.
+
+    Loads the 8,530 reviews into ./sqlheads-demo.db (or --url), embeds them, trains head
+    rt_sentiment beside its TF-IDF baseline and scores every row; a run again embeds and trains
+    nothing. SQLHEADS_SAMPLE_ROWS=N runs it on a seeded sample of N reviews."""
     from sqlheads.demo import HEAD, SET, run_demo
 
     url = options.url if options.url_given else "sqlite:///sqlheads-demo.db"
