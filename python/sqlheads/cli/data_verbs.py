@@ -11,7 +11,7 @@ from sqlalchemy.engine import make_url
 from sqlheads import host
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, options, run
-from sqlheads.cli.interrupts import Heard, newest_version, so_far
+from sqlheads.cli.interrupts import Heard, newest_version, so_far, were
 from sqlheads.cli.render import showing_progress
 from sqlheads.store.repository import Store
 
@@ -130,13 +130,11 @@ def embed(
             )
 
     def kept() -> str:
-        committed = heard.of(f"embedding {set_name}") or (0, None)
-        were = "was" if committed[0] == 1 else "were"
         return (
-            f"interrupted: {so_far(committed, 'rows')} {were} committed to set {set_name} "
-            f"(each batch of {batch_rows:,} rows commits on its own, and nothing else was "
-            "written); run the same command again to embed the rest: the committed rows are "
-            "skipped as unchanged"
+            f"interrupted: {were(heard.of(f'embedding {set_name}'), 'rows')} committed to set "
+            f"{set_name} (each batch of {batch_rows:,} rows commits on its own, and nothing "
+            "else was written); run the same command again to embed the rest: the committed "
+            "rows are skipped as unchanged"
         )
 
     run(action, "embed", kept=kept)

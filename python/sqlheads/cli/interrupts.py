@@ -50,6 +50,13 @@ def so_far(reported: tuple[int, int | None], unit: str) -> str:
     return f"{done:,}" + ("" if total is None else f" of {total:,}") + f" {unit}"
 
 
+def were(reported: tuple[int, int | None] | None, unit: str) -> str:
+    """``1,000 of 2,000 rows were`` (``1 row was``), from a stage's last report (none: 0)."""
+    reported = reported or (0, None)
+    one = reported[0] == 1
+    return f"{so_far(reported, unit[:-1] if one else unit)} {'was' if one else 'were'}"
+
+
 class NewVersion:
     """Whether a command that writes a version of ``head`` (train, distill) wrote it before the
     interrupt: the head's newest version before it started (:meth:`note`) against the newest

@@ -11,7 +11,7 @@ from rich.console import Console
 from sqlheads import host, settings
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import LockTimeout, app, open_store, options, run
-from sqlheads.cli.interrupts import Heard, NewVersion, so_far
+from sqlheads.cli.interrupts import Heard, NewVersion, so_far, were
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.distillation import DistillParams
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
@@ -315,10 +315,8 @@ def predict(
             )
 
     def kept() -> str:
-        scored = heard.of() or (0, None)
-        were = "was" if scored[0] == 1 else "were"
         return (
-            f"interrupted: {so_far(scored, 'rows')} {were} scored and written to the "
+            f"interrupted: {were(heard.of(), 'rows')} scored and written to the "
             f"predictions of head {head} (each chunk commits on its own; the other rows keep "
             "the predictions they had); run the same command again to score them all"
         )
