@@ -106,8 +106,9 @@ class InvalidParameterError(SqlheadsError):
 
 
 class DatabaseError(SqlheadsError):
-    """The database refused a statement (permission, constraint, connection; a SQLite folder that
-    is missing or read-only): what it said, without a traceback."""
+    """The database refused a statement (permission, constraint, connection), or a SQLite path it
+    could not open (a folder that is missing or read-only, a folder given as the file, a file that
+    is not SQLite): what it said, or the path and the fix, without a traceback."""
 
     number = 50013
 
@@ -185,8 +186,9 @@ class TeacherDroppedError(SqlheadsError):
 
 
 class UnsupportedDatabaseError(SqlheadsError):
-    """A database URL other than SQLite or SQL Server, or one whose driver is missing (command
-    line and Python API only): the message names the URLs that work and what to install."""
+    """A database URL other than SQLite or SQL Server, one whose driver is missing, or a SQLite
+    URL with two slashes (``sqlite://my.db``, read as a host) (command line and Python API only):
+    the message names the URLs that work and what to install."""
 
     number = 50030
 

@@ -10,7 +10,8 @@ from rich.console import Console
 
 from sqlheads import host, settings
 from sqlheads.cli import tables as cli_tables
-from sqlheads.cli.app import LockTimeout, app, open_store, run
+from sqlheads.cli.app import LockTimeout, app, open_store, options, run
+from sqlheads.cli.interrupts import Heard, NewVersion, so_far, were
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, StudentParams
@@ -59,6 +60,13 @@ def train(
         str | None,
         typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
     ] = None,
+    allow_encoder_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-encoder-change",
+            help="Accept a set whose encoder differs from the head's earlier versions'.",
+        ),
+    ] = False,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
     head_params = HeadParams(
@@ -72,30 +80,31 @@ def train(
         seed=seed,
     )
 
+    heard, version = Heard(), NewVersion(options.url, head)
+
     def action() -> dict[str, Any]:
-        with showing_progress(f"training {head}", unit="epochs") as progress:
+        with showing_progress(f"training {head}", unit="epochs") as display:
             return host.train(
-                open_store(),
+                version.note(open_store()),
                 head=head,
                 set_name=set_name,
                 labels=labels,
                 encoder=encoder,
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
-                progress=progress,
+                progress=heard.showing(display),
                 source=source,
                 params=head_params,
                 test_fraction=test_fraction,
+                allow_encoder_change=allow_encoder_change,
             )
 
-    run(action, "train")
+    def kept() -> str:
+        epochs = heard.of()
+        after = "before training began" if epochs is None else f"after {so_far(epochs, 'epochs')}"
+        return f"interrupted {after}: {version.said()}"
 
-
-def _teacher_progress(progress: Any, teacher_head: str | None) -> Any:
-    """A second bar (or line) for the rows a teacher head scores, under the student's."""
-    if progress is None or teacher_head is None:
-        return None
-    return progress.task(f"teacher {teacher_head} scoring", "rows")
+    run(action, "train", kept=kept)
 
 
 TeacherHeadOption = Annotated[
@@ -134,27 +143,32 @@ MaxStepsOption = Annotated[
 DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
 
 
+StudentOption = Annotated[
+    str,
+    typer.Option(
+        help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
+        "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
+        "of the whole text: long texts)."
+    ),
+]
+SoftLabelsOption = Annotated[
+    str | None,
+    typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
+]
+TeacherOption = Annotated[
+    str | None,
+    typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
+]
+
+
 @app.command()
 def distill(
     head: Annotated[str, typer.Option(help="Head to add a student version to.")],
     set_name: Annotated[str, typer.Option("--set", help="Embedding set the rows belong to.")],
     labels: Annotated[str, typer.Option(help="SELECT returning item_key and label (gold).")],
-    student: Annotated[
-        str,
-        typer.Option(
-            help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
-            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
-            "of the whole text: long texts)."
-        ),
-    ] = DEFAULT_STUDENT,
-    soft_labels: Annotated[
-        str | None,
-        typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
-    ] = None,
-    teacher: Annotated[
-        str | None,
-        typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
-    ] = None,
+    student: StudentOption = DEFAULT_STUDENT,
+    soft_labels: SoftLabelsOption = None,
+    teacher: TeacherOption = None,
     teacher_head: TeacherHeadOption = None,
     transfer_rows: TransferRowsOption = None,
     arch: ArchOption = None,
@@ -208,13 +222,20 @@ def distill(
         seed=seed,
     )
 
+    heard, version = Heard(), NewVersion(options.url, head)
+    teacher_heard = Heard()
+
     def action() -> dict[str, Any]:
+        nonlocal teacher_heard
         unit = student_params.kind.progress_unit  # an unknown student: its 50022 here
-        with showing_progress(f"distilling {head}", unit=unit) as progress:
+        with showing_progress(f"distilling {head}", unit=unit) as display:
+            progress = heard.showing(display)
+            if teacher_head is not None:
+                teacher_heard = progress.task(f"teacher {teacher_head} scoring", "rows")
             return host.distill(
-                open_store(),
+                version.note(open_store()),
                 progress=progress,
-                teacher_progress=_teacher_progress(progress, teacher_head),
+                teacher_progress=teacher_heard if teacher_head is not None else None,
                 head=head,
                 set_name=set_name,
                 labels=labels,
@@ -230,7 +251,36 @@ def distill(
                 deploy=deploy,
             )
 
-    run(action, "distill")
+    def kept() -> str:
+        return _distill_kept(heard, teacher_heard, version, student_params, teacher_head)
+
+    run(action, "distill", kept=kept)
+
+
+def _distill_kept(
+    heard: Heard,
+    teacher_heard: Heard,
+    version: NewVersion,
+    student_params: StudentParams,
+    teacher_head: str | None,
+) -> str:
+    """What an interrupted distill kept: no version unless it was written, and a teacher
+    head's transfer rows scored so far (cached in chunks as they are scored)."""
+    steps = heard.of()
+    if steps is not None:
+        where = f"after {so_far(steps, student_params.kind.progress_unit)}"
+    elif teacher_heard.stage is not None:
+        scored = teacher_heard.of() or (0, None)
+        where = f"while the teacher scored ({teacher_heard.stage}: {so_far(scored, 'rows')})"
+    else:
+        where = "before the student began"
+    cache = (
+        ""
+        if teacher_head is None
+        else "; the transfer rows the teacher scored stay cached (they commit in chunks), and "
+        "a run again scores only the rest"
+    )
+    return f"interrupted {where}: {version.said()}{cache}"
 
 
 @app.command()
@@ -250,8 +300,10 @@ def predict(
 ) -> None:
     """Score a set into the predictions table with a version of any kind (re-running replaces)."""
 
+    heard = Heard()
+
     def action() -> dict[str, Any]:
-        with showing_progress(f"scoring {set_name}") as progress:
+        with showing_progress(f"scoring {set_name}") as display:
             return host.predict(
                 open_store(),
                 head=head,
@@ -259,10 +311,17 @@ def predict(
                 version=version,
                 keys=keys,
                 source=source,
-                progress=progress,
+                progress=heard.showing(display),
             )
 
-    run(action, "predict")
+    def kept() -> str:
+        return (
+            f"interrupted: {were(heard.of(), 'rows')} scored and written to the "
+            f"predictions of head {head} (each chunk commits on its own; the other rows keep "
+            "the predictions they had); run the same command again to score them all"
+        )
+
+    run(action, "predict", kept=kept)
 
 
 @app.command()

@@ -15,7 +15,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -38,7 +37,7 @@ from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
 from sqlheads.store.frames import typed_frame
 from sqlheads.store.keys import key_chunks
-from sqlheads.store.sqlite_file import check_sqlite_file
+from sqlheads.store.sqlite_file import check_sqlite_file, lock_folder
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SET_BUSY = (
@@ -72,7 +71,8 @@ def make_engine(url: str) -> Engine:
     foreign keys and a busy timeout, SQL Server gets the ``heads`` schema. Any other database,
     or a URL whose driver is not installed, is refused with the URLs that work."""
     try:
-        backend = make_url(url).get_backend_name()
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
     except ArgumentError:
         raise UnsupportedDatabaseError(
             f"{url!r} is not a database URL: use {SUPPORTED_URLS}"
@@ -80,6 +80,13 @@ def make_engine(url: str) -> Engine:
     if backend not in ("sqlite", "mssql"):
         raise UnsupportedDatabaseError(
             f"database URL {_shown(url)} is not supported ({backend}): use {SUPPORTED_URLS}"
+        )
+    if backend == "sqlite" and parsed.host:
+        # sqlite://my.db parses with my.db as a host, and SQLAlchemy refuses it with a traceback
+        raise UnsupportedDatabaseError(
+            f"{url!r} names {parsed.host!r} as a host, and SQLite has none: a SQLite URL has "
+            f"three slashes before a relative path (sqlite:///{parsed.host}) and four before "
+            f"an absolute one (sqlite:////path/to/{parsed.host})"
         )
     try:
         return _create_engine(url)
@@ -216,7 +223,7 @@ class Store(CallerQueries):
         SQL Server: ``sp_getapplock`` on the names the procedures lock, in Shared mode when
         ``shared``, else Exclusive (:mod:`sqlheads.store.applocks`). SQLite has no such lock,
         so the embedded host takes a read-write lock of the same modes (shared readers or one
-        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``FILE.locks/``
+        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``.FILE.locks/``
         beside the database, released by the OS if the process dies). An in-memory database
         has one process. ``busy`` says what the other process is doing; it ends the error
         raised after ``timeout_ms`` (0: do not wait).
@@ -230,8 +237,7 @@ class Store(CallerQueries):
         if not database or database == ":memory:":
             yield
             return
-        folder = Path(database).resolve().parent / f"{Path(database).name}.locks"
-        folder.mkdir(exist_ok=True)
+        folder = lock_folder(database)
         # One lock object per hold: a ReadWriteLock instance coordinates processes, and two
         # threads of one process each need their own to wait for each other.
         held = ReadWriteLock(

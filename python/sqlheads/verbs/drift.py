@@ -27,6 +27,11 @@ from sqlheads.store.repository import Model, Store, validate_name
 from sqlheads.store.vectors import unpack_rows
 
 SHIFT_SAMPLE = 20_000  # a centroid's error falls as 1/sqrt(rows): 20k rows are plenty
+# What no set to judge means, said alike by the command line and the report page.
+NO_SET_JUDGED = (
+    "no set to judge: this version scored no rows beyond those it was labelled on; score a set "
+    "with new rows (`sqlheads predict`) and ask again"
+)
 NOT_RECORDED = (
     "not recorded: the version was trained before sqlheads recorded drift references; "
     "train a new version"

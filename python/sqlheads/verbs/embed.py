@@ -119,6 +119,7 @@ def embed_rows(
     if progress is not None:
         total = rows.count()
         progress(0, total, f"embedding {set_name}")
+    rows_started = time.perf_counter()  # the rate counts from here, as the progress's does
     batches = _SetBatches(
         store,
         set_name,
@@ -135,9 +136,11 @@ def embed_rows(
         progress,
         total,
     )
+    embedding = time.perf_counter() - rows_started
     embedding_set = batches.the_set()
     store.set_source_query(embedding_set.set_id, rows.query)
     seconds = time.perf_counter() - started
+    embedded = batches.counts["embedded"]
     return {
         "set": set_name,
         "encoder": chosen.name,
@@ -145,7 +148,9 @@ def embed_rows(
         **batches.counts,
         **store.set_counts(embedding_set.set_id),
         "seconds": round(seconds, 3),
-        "rows_per_second": round(batches.counts["embedded"] / seconds, 1) if seconds else None,
+        # rows embedded per second of embedding, as the progress counts them: from the first
+        # batch read (an encoder's export and the source's count before it are not embedding)
+        "rows_per_second": round(embedded / embedding, 1) if embedded and embedding else None,
     }
 
 
@@ -193,19 +198,21 @@ def _embed_all(
 ) -> None:
     """Embed each chunk of rows, holding back every copy of a
     duplicated key for one last batch, which rejects the key whole: the outcome cannot
-    depend on which batch each copy fell into."""
+    depend on which batch each copy fell into.
+
+    ``progress`` hears of the rows embedded out of those that need it, after each committed
+    batch: ``total`` less the rows found unchanged or rejected so far (a re-run of an embedded
+    source ends at 0 of 0, not at every row in a blink as if embedded)."""
     duplicate_rows: list[pd.DataFrame] = []
-    read = 0
     for chunk in chunks:
-        read += len(chunk)
         copies = chunk["item_key"].isin(duplicated)
         duplicate_rows.append(chunk[copies])
         if not copies.all():
             batches.write(chunk[~copies])
-        if progress is not None:
-            progress(read, total, None)
+        batches.report(progress, total)
     if duplicated and duplicate_rows:
         batches.write(pd.concat(duplicate_rows, ignore_index=True))
+        batches.report(progress, total)
 
 
 class _SetBatches:
@@ -229,6 +236,10 @@ class _SetBatches:
         self.lock_each = lock_each  # each batch holds the set's lock (a sidecar's part)
         self.encoder_arguments = encoder_arguments(store, chosen)
         self.counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
+        # "rejected" counts keys, as the set's rejects do (set_rejects): a key given twice is
+        # one reject, and every row without a key is the one reject under the empty key
+        self.rejected_keys: set[str] = set()
+        self.rejected_rows = 0  # the rows behind them, for the rows left to embed
 
     def write(self, rows: pd.DataFrame) -> None:
         stored = (
@@ -270,11 +281,19 @@ class _SetBatches:
             key_problem(k) is not None or k in rejected_keys for k in rows["item_key"]
         )
         embedded = len(output) - len(rejected)
+        self.rejected_keys |= rejected_keys
+        self.rejected_rows += rejected_rows
         self.counts["rows_read"] += len(rows)
         self.counts["embedded"] += embedded
-        self.counts["rejected"] += rejected_rows
+        self.counts["rejected"] = len(self.rejected_keys)
         self.counts["unchanged"] += len(rows) - embedded - rejected_rows
         self.counts["windowed"] += int((output["windows"].fillna(1) > 1).sum())
+
+    def report(self, progress: Progress | None, total: int | None) -> None:
+        """The rows embedded, of those that need it (see :func:`_embed_all`)."""
+        if progress is not None:
+            left = None if total is None else total - self.counts["unchanged"] - self.rejected_rows
+            progress(self.counts["embedded"], left, None)
 
     def _find_or_add_set(self) -> EmbeddingSet:
         """The set, created now unless another embed part created it a moment ago."""

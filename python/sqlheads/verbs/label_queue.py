@@ -30,6 +30,8 @@ from sqlheads.store.vectors import unpack_rows
 POOL = 10  # candidates read per row asked for: the diversity pass picks from the least sure
 MAX_ROWS = 100_000  # one queue; a person labels far fewer in a round
 COLUMNS = ("queue_rank", "item_key", "set_name", "predicted_label", "probability", "margin")
+# What an empty queue means, said alike by the command line and the report page.
+EMPTY_QUEUE = "empty: every row this version scored was labelled"
 
 
 def require_recorded(store: Store, model: Model) -> None:

@@ -30,6 +30,7 @@ def train(
     lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     progress: Progress | None = None,
     source: str | None = None,
+    allow_encoder_change: bool = False,
 ) -> dict[str, Any]:
     """Train a new version of ``head`` of ``params`` on the set's vectors for the keys
     ``labels`` returns.
@@ -40,7 +41,8 @@ def train(
     version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
     ``progress`` hears of each epoch: ``(epochs done, epochs at most)``. The TF-IDF baseline
     reads the rows' text through ``source``, else the set's stored source query (skipped
-    without either).
+    without either). A set whose encoder is not the one of the head's earlier versions is
+    refused (50007) unless ``allow_encoder_change``: a version scores only sets of its encoder.
     """
     params = params.validate()
     validate_name("head", head)  # before the training: the head's lock comes only at the write
@@ -51,6 +53,8 @@ def train(
             f"set {set_name!r} holds vectors of encoder {set_encoder.name!r}, not {encoder!r}: "
             "train on a set embedded with that encoder, or drop --encoder"
         )
+    if not allow_encoder_change:
+        refuse_another_encoder(store, head, set_name, set_encoder.name)
     labelled = RowSource(store, labels).labels()
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
@@ -83,4 +87,21 @@ def train(
         texts,
         lock_timeout_ms,
         labelled=labelled["item_key"].tolist(),
+    )
+
+
+def refuse_another_encoder(store: Store, head: str, set_name: str, encoder: str) -> None:
+    """Refuse (50007) a version of ``head`` on a set of ``encoder`` when the head's earlier
+    versions were trained on another: deployed, it would score none of their sets (predict
+    refuses a set of another encoder), and the versions' metrics would compare two encoders."""
+    earlier = store.read_view("model_summary", head=head)["encoder_name"]
+    others = sorted(set(earlier) - {encoder})
+    if not others:
+        return
+    raise EncoderMismatchError(
+        f"head {head!r} has versions on encoder {', '.join(map(repr, others))}, and set "
+        f"{set_name!r} holds vectors of {encoder!r}: a version scores only sets of its own "
+        f"encoder. Train a head of its own for {encoder!r} (--head {head}_{encoder}), or pass "
+        f"--allow-encoder-change to make this version of {head!r} one on {encoder!r} (deployed, "
+        "it scores only sets of that encoder)"
     )
