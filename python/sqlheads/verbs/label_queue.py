@@ -83,7 +83,7 @@ def label_queue(
         validate_name("set", set_name)
     if not isinstance(n, int) or not 1 <= n <= MAX_ROWS:
         raise InvalidParameterError(f"n={n!r} is out of range: pass a count from 1 to {MAX_ROWS}")
-    picker = DiverseQueue(n=n, max_cosine=max_cosine).validate()
+    picker = DiverseQueue(n=n, max_cosine=max_cosine)
     model = store.find_model(head)  # the deployed version; never deployed: 50001
     target = labelling_table(store, into) if into is not None else None  # 50002 before work
     require_recorded(store, model)
