@@ -327,11 +327,11 @@ class Params:
         found: list[inspect.Parameter] = []
         for field, nested in cls._door_fields():
             if nested is not None:
-                found.append(_keyword(prefix + field.name, None, nested | None))
+                found.append(keyword(prefix + field.name, None, nested | None))
                 found += nested.door_parameters(prefix)
             else:
                 name, default = prefix + flat_name(field), default_of(field)
-                found.append(_keyword(name, default, hints[field.name]))
+                found.append(keyword(name, default, hints[field.name]))
         return found
 
     @classmethod
@@ -417,7 +417,8 @@ def passed_whole(cls: Any, given: Flat, whole: tuple[str, Any]) -> Any:
     return passed
 
 
-def _keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
+def keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
+    """A keyword-only parameter of a door's signature."""
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )

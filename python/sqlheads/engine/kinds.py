@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sqlheads.engine.constraints import Flat, Whole, passed_whole, unknown_names
+from sqlheads.engine.constraints import Flat, Whole, keyword, passed_whole, unknown_names
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
@@ -271,7 +271,7 @@ class StudentParams:
 
     @classmethod
     def door_parameters(cls, prefix: str = "") -> list[inspect.Parameter]:
-        found = {"student": _keyword(prefix + "student", DEFAULT_STUDENT, str)}
+        found = {"student": keyword(prefix + "student", DEFAULT_STUDENT, str)}
         for kind in _student_kinds():
             for p in kind.params.door_parameters(prefix):
                 found.setdefault(p.name, p.replace(default=None, annotation=p.annotation | None))
@@ -299,12 +299,6 @@ class StudentParams:
                 f"pass student={owner.student!r}"
             )
         return kind.params.from_flat(given, what=what, prefix=prefix)
-
-
-def _keyword(name: str, default: Any, annotation: Any) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
-    )
 
 
 def _student_kinds() -> list[ModelKind]:

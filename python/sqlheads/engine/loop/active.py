@@ -20,6 +20,7 @@ from sqlheads.engine.constraints import MISSING, Interval, Params, param
 # Two sentence vectors (MiniLM, MPNet) this close are paraphrases or copies of one text;
 # measured on Rotten Tomatoes by bench/active.py, which also compares looser settings.
 MAX_COSINE = 0.9
+MAX_ROWS = 100_000  # one queue; a person labels far fewer in a round
 
 
 def margins(probabilities: np.ndarray) -> np.ndarray:
@@ -41,7 +42,7 @@ class DiverseQueue(Params):
     shorter than the rows it was given allow.
     """
 
-    n: int = param(MISSING, Interval(int, 1))
+    n: int = param(MISSING, Interval(int, 1, MAX_ROWS))
     max_cosine: float = param(MAX_COSINE, Interval(float, 0, 1, "right"))
 
     def select(self, vectors: np.ndarray, has_vector: np.ndarray | None = None) -> np.ndarray:
