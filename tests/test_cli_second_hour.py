@@ -143,7 +143,7 @@ def test_ctrl_c_during_train_says_no_version_was_written_and_to_run_it_again(emb
     url = str(embedded.engine.url)
     said = _interrupted(
         url,
-        ["train", "--head", "long", "--set", "reviews", "--recipe", "seed", "--epochs", "10000"]
+        ["train", "--head", "long", "--set", "reviews", "--recipe", "full", "--epochs", "10000"]
         + ["--labels", "SELECT item_key, label FROM reviews"],
         r"training long: [\d,]+ of 10,000 epochs",
     )
