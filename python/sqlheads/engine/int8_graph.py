@@ -9,18 +9,24 @@ row's largest magnitude over 127, zero point 128, so onnxruntime keeps its u8 x 
 where the CPU has it). The integer product is exact and the row's and the column's scales are
 applied after it, so a row's output depends on that row alone: the same bits alone, in any
 batch, beside any padding. A row rounded on its own range is also rounded more finely than on
-the batch's: all-MiniLM-L6-v2's vectors came closer to fp32 (mean cosine 0.9954 against 0.9905
-per tensor, Rotten Tomatoes).
+the batch's: all-MiniLM-L6-v2's vectors came closer to fp32 (mean cosine 0.9949 against 0.9905
+per tensor, Rotten Tomatoes), and all-mpnet-base-v2's feed-forward outputs, whose outliers a
+per-tensor scale flattened, run int8 too.
 
-The chosen form, by measurement (one MatMul of MiniLM's shapes, 512 rows, 1 thread, AMD EPYC
-with AVX-512 VNNI): ReduceMax and ReduceMin, a per-axis QuantizeLinear over the rows, and
-``MatMulIntegerToFloat`` taking the row scales as its A scale (it multiplies its output by them)
-ran at 0.91-0.94 of the fused per-tensor DynamicQuantizeMatMul; an explicit Mul after the
-product, opset 21's blocked QuantizeLinear (no reshapes) and Abs + ReduceMax were no faster, and
-onnxruntime's MatMulNBits with 8-bit weights and int8 compute (blocks of 32 or 128) ran at a
-third to a half. A fused Attention becomes three int8 projections that share one quantised
-input and a MultiHeadAttention (which adds their bias and masks as Attention does): cheaper
-than QAttention's projections and attention together, which left room for the quantising.
+The chosen form, by measurement (AMD EPYC with AVX-512 VNNI, shared and loaded, so by
+interleaved ratios): per product, ReduceMax and ReduceMin over the row, QuantizeLinear with one
+block per row (opset 21), ``MatMulIntegerToFloat`` with the per-column weight scales, then a Mul
+by the row scales. One MatMul of MiniLM's shapes (512 rows, 1 thread) ran at 0.91-0.94 of the
+fused per-tensor DynamicQuantizeMatMul; the whole of MiniLM at 0.94 (Rotten Tomatoes) and 0.95
+(IMDB) of the per-tensor graph's rows per CPU-second. Opset 17's per-axis QuantizeLinear (on the
+rows of a flattened matrix) and the kernel's own A scale cost the same at 1 thread but run on
+one thread whatever the session's count (onnxruntime loops over the rows; its
+``MatMulIntegerToFloat`` scales its output rows serially), where the blocked QuantizeLinear and
+a Mul split the rows between threads. Abs + ReduceMax was no faster; onnxruntime's MatMulNBits
+with 8-bit weights and int8 compute (blocks of 32 or 128) ran at a third to a half. A fused
+Attention becomes three int8 projections that share one quantised input and a
+MultiHeadAttention (which adds their bias and masks as Attention does): cheaper than
+QAttention's projections and attention together, which leaves room for the quantising.
 """
 
 from __future__ import annotations
@@ -30,9 +36,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper, numpy_helper, version_converter
 
 MS_DOMAIN = "com.microsoft"
+# QuantizeLinear takes a scale per block of a row from opset 21 on, and runs the rows in
+# parallel; before, a scale per row meant a matrix of rows quantised one after another.
+ROWS_OPSET = 21
 # Symmetric activations: a row's values map to [-128, 127] around the zero point 128 in u8.
 ZERO_POINT = 128
 # 7-bit weights (+-64): on x86 CPUs without VNNI onnxruntime sums u8 x s8 products in pairs in
@@ -53,6 +62,8 @@ def quantize_rows(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> 
     Attention) in int8 with per-row activation scales; nodes whose name ``exclude`` matches
     stay float. Products of two activations (attention scores) stay float."""
     model = onnx.load_from_string(onnx_bytes)
+    if _opset(model) < ROWS_OPSET:
+        model = version_converter.convert_version(model, ROWS_OPSET)
     graph = model.graph
     rewriter = _Rewriter(
         weights={init.name: init for init in graph.initializer},
@@ -75,6 +86,10 @@ def quantize_rows(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> 
     if not any(opset.domain == MS_DOMAIN for opset in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return model.SerializeToString()
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
 
 
 def quantize_weight(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -120,42 +135,45 @@ class _Rewriter:
     def product(
         self, activation: str, weight: np.ndarray, weight_name: str, output: str, name: str
     ) -> None:
-        rows, row_scales = self.rows(activation)
+        rows, row_scales = self.rows(activation, weight.shape[0])
         values, column_scales = quantize_weight(weight.astype(np.float32))
-        self.nodes.append(
+        self.nodes += [
             helper.make_node(
                 "MatMulIntegerToFloat",
                 [
                     rows,
                     self.constant(f"{weight_name}_int8", values),
-                    row_scales,  # (..., 1): the kernel multiplies each output row by it
+                    self.constant("int8_rows_one", np.float32(1)),
                     self.constant(f"{weight_name}_int8_scale", column_scales),
                     self.constant("int8_rows_zero_point", np.array(ZERO_POINT, np.uint8)),
                 ],
-                [output],
+                [f"{output}_unscaled"],
                 name=f"{name}_int8",
                 domain=MS_DOMAIN,
-            )
-        )
+            ),
+            # Mul runs the rows in parallel (the kernel's own A scale would not)
+            helper.make_node("Mul", [f"{output}_unscaled", row_scales], [output]),
+        ]
 
-    def rows(self, activation: str) -> tuple[str, str]:
-        """``activation`` quantised row by row, once however many products read it: the u8
-        tensor (its shape) and the row scales (shape ``(..., 1)``)."""
+    def rows(self, activation: str, width: int) -> tuple[str, str]:
+        """``activation`` (rows of ``width``) quantised row by row, once however many products
+        read it: the u8 tensor (its shape) and the row scales (shape ``(..., 1)``)."""
         if activation in self.rows_of:
             return self.rows_of[activation]
         name = f"{activation}_rows"
-        producer = self.producers.get(activation)
+        last = self.constant("int8_rows_last_axis", np.array([-1], np.int64))
         above = self.constant("int8_rows_above", np.float32(1 / (255 - ZERO_POINT)))
         self.nodes += [
-            helper.make_node("ReduceMax", [activation], [f"{name}_max"], axes=[-1], keepdims=1),
+            helper.make_node("ReduceMax", [activation, last], [f"{name}_max"], keepdims=1),
             helper.make_node("Mul", [f"{name}_max", above], [f"{name}_above"]),
         ]
+        producer = self.producers.get(activation)
         if producer is not None and producer.op_type in GELU_OPS:
             below = self.constant("int8_rows_gelu_floor", np.float32(GELU_FLOOR / ZERO_POINT))
         else:
             below = f"{name}_below"
             self.nodes += [
-                helper.make_node("ReduceMin", [activation], [f"{name}_min"], axes=[-1], keepdims=1),
+                helper.make_node("ReduceMin", [activation, last], [f"{name}_min"], keepdims=1),
                 helper.make_node(
                     "Mul",
                     [f"{name}_min", self.constant("int8_rows_below", np.float32(-1 / ZERO_POINT))],
@@ -163,23 +181,19 @@ class _Rewriter:
                 ),
             ]
         tiny = self.constant("int8_rows_tiny", np.float32(1e-30))  # a row of zeros
-        flat = self.constant("int8_rows_flat", np.array([-1], np.int64))
         zero_point = self.constant("int8_rows_zero_point", np.array(ZERO_POINT, np.uint8))
-        # QuantizeLinear (opset 17) takes one scale per entry of an axis: the rows of a matrix.
         self.nodes += [
             helper.make_node("Max", [f"{name}_above", below, tiny], [f"{name}_scale"]),
-            helper.make_node("Reshape", [f"{name}_scale", flat], [f"{name}_scales"]),
-            helper.make_node("Shape", [f"{name}_scales"], [f"{name}_count"]),
+            helper.make_node("Shape", [f"{name}_scale"], [f"{name}_count"]),
             helper.make_node("Expand", [zero_point, f"{name}_count"], [f"{name}_zero_points"]),
-            helper.make_node("Flatten", [activation], [f"{name}_matrix"], axis=-1),
+            # one block per row: the row's scale and zero point
             helper.make_node(
                 "QuantizeLinear",
-                [f"{name}_matrix", f"{name}_scales", f"{name}_zero_points"],
-                [f"{name}_u8_matrix"],
-                axis=0,
+                [activation, f"{name}_scale", f"{name}_zero_points"],
+                [f"{name}_u8"],
+                axis=-1,
+                block_size=width,
             ),
-            helper.make_node("Shape", [activation], [f"{name}_shape"]),
-            helper.make_node("Reshape", [f"{name}_u8_matrix", f"{name}_shape"], [f"{name}_u8"]),
         ]
         self.rows_of[activation] = (f"{name}_u8", f"{name}_scale")
         return self.rows_of[activation]
