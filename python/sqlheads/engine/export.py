@@ -116,9 +116,10 @@ def export_encoder(
     ``progress`` hears, as a stage, which of the two it is doing: reading this machine's cached
     export, or exporting (a minute or more on a CPU).
 
-    ``quantization="int8"`` applies onnxruntime's BERT fusions and per-channel dynamic int8
-    quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
-    the fusions. Which weight MatMuls int8 covers is the catalogue's record for a catalogue
+    ``quantization="int8"`` applies onnxruntime's BERT fusions and int8 quantisation with
+    per-row activation scales (:func:`quantize_int8`: a row's vector does not depend on its
+    batch) after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with the
+    fusions. Which weight MatMuls int8 covers is the catalogue's record for a catalogue
     model (known by its weights' sha256); any other model is judged once on ``int8_sample``
     (:mod:`sqlheads.engine.int8`), which it then needs. The choice and its figures are in the
     graph's metadata (:func:`int8_decision`). Exports are cached on disk by model directory and
