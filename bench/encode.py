@@ -26,22 +26,25 @@ import numpy as np
 from bench.common import (
     Section,
     Table,
-    cached_vectors,
-    cpu_model,
     fmt,
-    onnx_encoder,
     pct,
     save_figure,
     seeded_subsample,
     timer,
 )
-from bench.invariance import PER_TENSOR, encoder_graph, invariance_table
+from bench.int8_graphs import (
+    PER_TENSOR,
+    accuracy_tables,
+    cpu_kind,
+    encoder_graph,
+    invariance_table,
+    kernels_short,
+)
 from sqlheads.engine.catalog import DEFAULT_MODEL, catalog_encoder
 from sqlheads.engine.encoder import (
     CPU_BATCH_TOKENS,
     DEFAULT_MAX_LENGTH,
     SessionTuning,
-    int8_kernels,
 )
 from sqlheads.report import pyplot
 
@@ -73,7 +76,6 @@ VARIANTS: dict[str, Variant] = {
     "int8, 4,096-token batches": Variant("sqlheads", "int8", 4096),
 }
 PATHS = tuple(VARIANTS)
-QUANTIZATION = {"int8": "int8", "fp32": "none"}
 # invariance: RT texts embedded in every batching here; emulated: of them, under QEMU (slow).
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"rt": 1500, "imdb": 128, "threads": (1, 2), "rounds": 3, "head_rows": None,
@@ -90,7 +92,6 @@ PROFILED = ("int8", PER_TENSOR, "int8, SkipLayerNormalization", "fp32")
 QUANTISING = ("ReduceMax", "ReduceMin", "QuantizeLinear", "Max", "Flatten", "Expand")
 # Done criteria at the largest thread count: the default int8 path against the peer.
 TARGETS = {"Rotten Tomatoes": 4.0, "IMDB": 2.5}
-ACCURACY_TARGET_POINTS = 0.5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -394,15 +395,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         padded_tokens(samples["Rotten Tomatoes"]),
         measured["peaks"][reference]["ort_int8"],
     )
-    _accuracy_tables(section, rt, size["head_rows"])
+    accuracy_tables(section, rt, size["head_rows"])
     invariance_table(section, rt, imdb, size["invariance"], size["emulated"])
     section.plots.append(_plot(out_dir, samples, measured["best"], size["threads"], paths))
     return section
-
-
-def cpu_kind() -> str:
-    """The CPU and which int8 kernels it runs: every encode figure is labelled with it."""
-    return f"{cpu_model()}, int8 kernels: {int8_kernels()}"
 
 
 def measure_rounds(
@@ -492,7 +488,7 @@ def _speed_tables(section, samples, found, thread_counts, paths) -> None:
     )  # fmt: skip
     section.tables += [speed, split, peak_table]
     fp32 = measured[("fp32", reference)]["Rotten Tomatoes"]
-    short = _kernels_short()
+    short = kernels_short()
     for data in samples:
         for t in sorted(thread_counts, reverse=True):
             int8 = measured[("int8", t)][data]
@@ -544,10 +540,6 @@ def _speed_tables(section, samples, found, thread_counts, paths) -> None:
         "the operator table below shows where the rest of its time goes.",
         _long_text_note(measured, reference, len(samples["IMDB"]), paths),
     ]
-
-
-def _kernels_short() -> str:
-    return int8_kernels().split(" (")[0]
 
 
 def _long_text_note(measured, threads: int, rows: int, paths) -> str:
@@ -624,94 +616,6 @@ def _profile_table(
             f"kept apart take {fmt(1000 * apart)} ms."
         )
     section.notes.append(note)
-
-
-def _accuracy_tables(section: Section, rt, head_rows: int | None) -> None:
-    """A head and logistic regression on int8 vs fp32 vectors of the fixed RT split, and the
-    graph each CPU kind gets."""
-    from sklearn.linear_model import LogisticRegression
-
-    from sqlheads.engine.encoder import VNNI_FLAGS
-    from sqlheads.engine.export import export_encoder, int8_decision, weight_matmuls
-    from sqlheads.engine.heads import HeadClassifier
-
-    frame = seeded_subsample(rt, head_rows)
-    train, test = frame["split"] == "train", frame["split"] == "test"
-    y = frame["label"].to_numpy()
-    accuracy: dict[tuple[str, str], float] = {}
-    vectors = {}
-    for path in ("int8", "fp32", PER_TENSOR):
-        if path == PER_TENSOR:  # not an export: its vectors are not cached
-            old = encoder_graph(PER_TENSOR)
-            X = onnx_encoder(old, 2).encode(frame["text"].tolist()).vectors
-        else:
-            X, _ = cached_vectors("rt", QUANTIZATION[path], frame["text"].tolist())
-        vectors[path] = X
-        head = HeadClassifier().fit(X[train], y[train])
-        accuracy[("head", path)] = float(np.mean(head.predict(X[test]) == y[test]))
-        lr = LogisticRegression(max_iter=1000).fit(X[train], y[train])
-        accuracy[("lr", path)] = float(np.mean(lr.predict(X[test]) == y[test]))
-    split = f"{int(train.sum()):,} train / {int(test.sum()):,} test rows"
-    table = Table(
-        f"Accuracy on int8 vs fp32 vectors: fixed Rotten Tomatoes split ({split}); {cpu_kind()}",
-        ["classifier", "fp32 vectors", "int8 vectors", "difference (points)",
-         f"{PER_TENSOR} vectors", "its difference"],
-    )  # fmt: skip
-    for name, label in (("head", "sqlheads head (MLP, defaults)"), ("lr", "logistic regr.")):
-        fp32 = accuracy[(name, "fp32")]
-        table.rows.append(
-            [label, pct(fp32), pct(accuracy[(name, "int8")]),
-             f"{100 * (accuracy[(name, 'int8')] - fp32):+.1f}", pct(accuracy[(name, PER_TENSOR)]),
-             f"{100 * (accuracy[(name, PER_TENSOR)] - fp32):+.1f}"]
-        )  # fmt: skip
-    section.tables.append(table)
-    cosine = np.sum(_unit(vectors["int8"]) * _unit(vectors["fp32"]), axis=1)
-    before = np.sum(_unit(vectors[PER_TENSOR]) * _unit(vectors["fp32"]), axis=1)
-    int8 = export_encoder(quantization="int8")
-    quantised, left_float = weight_matmuls(int8.onnx)
-    decision = int8_decision(int8.onnx)
-    here, vnni = _kernels_short(), _kernels_short() == "VNNI"
-    matmuls = f"{quantised} int8 / {left_float} float ({decision.decided_by if decision else '?'})"
-    kinds = Table(
-        f"The int8 graph each CPU kind gets (all-MiniLM-L6-v2), Rotten Tomatoes ({split})",
-        ["CPU kind", "weight MatMuls", "cosine to fp32: mean (min)", "head accuracy int8 vs fp32"],
-        [
-            [f"this machine: {int8_kernels()}", matmuls,
-             f"{cosine.mean():.4f} ({cosine.min():.4f})",
-             f"{pct(accuracy[('head', 'int8')])} vs {pct(accuracy[('head', 'fp32')])}"],
-            [f"this machine, the graph before ({PER_TENSOR})",
-             "{} int8 / {} float".format(*weight_matmuls(old.onnx)),
-             f"{before.mean():.4f} ({before.min():.4f})",
-             f"{pct(accuracy[('head', PER_TENSOR)])} vs {pct(accuracy[('head', 'fp32')])}"],
-            [f"{'no VNNI (AVX2, AVX-512F)' if vnni else 'VNNI (' + ', '.join(VNNI_FLAGS) + ')'}: "
-             "not measured here", f"the same: {matmuls}",
-             PREVIOUS_OTHER_KIND if vnni else "not measured here", "not measured here"],
-        ],
-    )  # fmt: skip
-    section.tables.append(kinds)
-    diff = 100 * abs(accuracy[("head", "int8")] - accuracy[("head", "fp32")])
-    section.headline.append(
-        ["encode", f"head accuracy on int8 vs fp32 vectors (Rotten Tomatoes, {split}; {here})",
-         f"{pct(accuracy[('head', 'int8')])} vs {pct(accuracy[('head', 'fp32')])}"]
-    )  # fmt: skip
-    section.notes += [
-        f"Done criterion, head accuracy on int8 vectors within {ACCURACY_TARGET_POINTS:g} point "
-        f"of fp32's on {split}: {diff:.2f} point(s), "
-        + ("met." if diff <= ACCURACY_TARGET_POINTS else "NOT met."),
-        "CPU kinds: the graph is the same on every CPU (the encoder catalogue decides which "
-        "MatMuls are int8, not a measurement on the exporting machine). Its weights are 7-bit, "
-        "so the u8 x s8 products summed in int16 pairs on a CPU without VNNI cannot saturate "
-        "(255 x 128 < 32,768; tests/test_engine_encoder.py reads that from the graph): its "
-        "int8 products are the same integers there; fp32 operators (GELU, softmax, layer "
-        "norms) may round differently. Its speed there is not measured here.",
-    ]
-
-
-# What is known of a CPU without VNNI: no such machine is at hand, but its kernels run emulated.
-PREVIOUS_OTHER_KIND = (
-    "not measured natively here; emulated (python -m bench.emulated: QEMU's Haswell, AVX2 "
-    "kernels) on the held-out rows: docs/guides/data-scientist.md, CPU kinds"
-)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

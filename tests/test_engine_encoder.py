@@ -15,7 +15,7 @@ from sentence_transformers import SentenceTransformer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench/
 
 from bench.emulated import cosine, embed_emulated  # noqa: E402
-from bench.invariance import BATCH_OF_32, batchings  # noqa: E402
+from bench.int8_graphs import BATCH_OF_32, batchings  # noqa: E402
 from sqlheads import datasets  # noqa: E402
 from sqlheads.engine import encoder as encoder_module  # noqa: E402
 from sqlheads.engine import export  # noqa: E402
