@@ -41,6 +41,7 @@ from onnx import helper, numpy_helper, version_converter
 MS_DOMAIN = "com.microsoft"
 # QuantizeLinear takes a scale per block of a row from opset 21 on, and runs the rows in
 # parallel; before, a scale per row meant a matrix of rows quantised one after another.
+# onnxruntime runs it from 1.19 (1.18 refuses the blocks; pyproject.toml's floor).
 ROWS_OPSET = 21
 # Symmetric activations: a row's values map to [-128, 127] around the zero point 128 in u8.
 ZERO_POINT = 128
