@@ -46,7 +46,7 @@ from sqlheads.engine.encoders.onnx_encoder import (
     DEFAULT_MAX_LENGTH,
     SessionTuning,
 )
-from sqlheads.report import pyplot
+from sqlheads.report.figures import pyplot
 
 BATCH_SIZE = 32
 

@@ -27,13 +27,8 @@ from sqlheads.engine.encoders.text_classifier import (
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.word.student import FittedTextStudent
-from sqlheads.engine.training.tuner import (
-    COMPILE_CHOICES,
-    PRECISIONS,
-    Tuner,
-    TunerParams,
-    data_fingerprint,
-)
+from sqlheads.engine.training.params import COMPILE_CHOICES, PRECISIONS, TunerParams
+from sqlheads.engine.training.tuner import Tuner, data_fingerprint
 from sqlheads.errors import InvalidParameterError, check_ranges
 
 KIND = "encoder_student"
