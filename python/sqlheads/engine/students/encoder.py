@@ -181,10 +181,12 @@ class EncoderStudent(FittedTextStudent):
         return self
 
     def _quantised(self, fp32: bytes, contract: dict[str, str], texts: list[str]) -> bytes:
-        """Dynamic int8, checked against the fp32 graph; the feed-forward output projections
-        stay fp32 when quantising them too moves probabilities past the tolerance, and the
-        whole graph stays fp32 when that is still too far: a student that took many minutes to
-        distil is never thrown away for its quantisation (``quantization_`` says which)."""
+        """Int8 with per-row activation scales, as the encoders' graphs (a row's logits do not
+        depend on its batch: :func:`~sqlheads.engine.encoders.export.quantize_int8`), checked
+        against the fp32 graph; the feed-forward output projections stay fp32 when quantising
+        them too moves probabilities past the tolerance, and the whole graph stays fp32 when
+        that is still too far: a student that took many minutes to distil is never thrown away
+        for its quantisation (``quantization_`` says which)."""
         from sqlheads.engine.encoders.export import FEED_FORWARD_OUTPUT, quantize_int8
 
         reference = OnnxTextClassifier(fp32).logits(texts)
