@@ -393,12 +393,11 @@ def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[s
     them all alike; each keeps its best round."""
     from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
+    from sqlheads.verbs.encoders import encoder_ref
 
     def encoder_and_head(set_name: str, head: str, version: int):
         row = store.encoder(store.require_set(set_name).encoder_id)
-        onnx, tokenizer_json = store.encoder_bytes(row.encoder_id)
-        encoder = load_encoder(row.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
-                               dim=row.dim, max_length=row.max_length)  # fmt: skip
+        encoder = load_encoder(encoder_ref(store, row, with_bytes=True))
         model = store.find_model(head, version)
         scorer = model_kind(model.kind).load(store.model_blob(model.model_id))
         return lambda batch: scorer.predict_proba(encoder.encode(batch).vectors)

@@ -143,10 +143,8 @@ def encoder_student(taught_tiny: pd.DataFrame):
     ``distill --student encoder`` fits one: MiniLM, 3 CPU steps of 8 rows of 32 tokens, then its
     checked fp32 export and int8 graph. Fitted once: test_kinds and test_encoder_student read it."""
     kind = kinds.KINDS["encoder_student"]
-    params = kinds.StudentParams(
-        student=kind.student, max_length=32, max_steps=3, device="cpu"
-    ).validate()
-    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8)).validate()
+    params = kinds.student_params(kind.student, max_length=32, max_steps=3, device="cpu")
+    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8))
     return kind.distill(
         taught_tiny["text"].tolist(),
         ["negative", "positive"],

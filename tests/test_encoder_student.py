@@ -122,7 +122,7 @@ def test_encoder_is_a_student_of_distill():
     with pytest.raises(UnknownKindError, match="encoder"):
         kinds.student_kind("transformer")
     with pytest.raises(InvalidParameterError, match="max_length"):
-        EncoderStudentParams(max_length=4).validate()
+        EncoderStudentParams(max_length=4)
 
 
 def test_distill_an_encoder_student_then_predict_into_latest_predictions(

@@ -22,6 +22,7 @@ from sqlheads.engine.encoders import onnx_encoder as encoder_module  # noqa: E40
 from sqlheads.engine.encoders.int8 import MIN_COSINE_FLOOR  # noqa: E402
 from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
     WINDOW_OVERLAP,
+    EncoderRef,
     OnnxEncoder,
     Tokenizer,
     int8_kernels,
@@ -248,18 +249,22 @@ def test_cache_needs_bytes_once_then_loads_by_sha(fp32_artifact, tmp_path, monke
     monkeypatch.setattr(encoder_module, "_loaded", {})
     sha = fp32_artifact.sha256
     with pytest.raises(EncoderNotCachedError, match="pass its bytes"):
-        load_encoder(sha)
+        load_encoder(EncoderRef(sha))
     with pytest.raises(EncoderNotCachedError, match="corrupt"):
-        load_encoder(sha, onnx=b"not a model", tokenizer_json="{}", dim=384, max_length=256)
+        load_encoder(
+            EncoderRef(sha, onnx=b"not a model", tokenizer_json="{}", dim=384, max_length=256)
+        )
     first = load_encoder(
-        sha,
-        onnx=fp32_artifact.onnx,
-        tokenizer_json=fp32_artifact.tokenizer_json,
-        dim=fp32_artifact.dim,
-        max_length=fp32_artifact.max_length,
+        EncoderRef(
+            sha,
+            onnx=fp32_artifact.onnx,
+            tokenizer_json=fp32_artifact.tokenizer_json,
+            dim=fp32_artifact.dim,
+            max_length=fp32_artifact.max_length,
+        )
     )
     monkeypatch.setattr(encoder_module, "_loaded", {})  # a new process: only the disk remains
-    second = load_encoder(sha)
+    second = load_encoder(EncoderRef(sha))
     assert np.allclose(first.encode(MIXED).vectors, second.encode(MIXED).vectors)
 
 
@@ -277,11 +282,12 @@ def test_the_same_bytes_registered_with_two_window_lengths_keep_their_own(
         "dim": fp32_artifact.dim,
     }
     long_text = " ".join(MIXED * 8)  # about 300 tokens
-    wide = load_encoder(fp32_artifact.sha256, max_length=256, **arguments)
-    narrow = load_encoder(fp32_artifact.sha256, max_length=64, **arguments)
+    wide = load_encoder(EncoderRef(fp32_artifact.sha256, max_length=256, **arguments))
+    narrow = load_encoder(EncoderRef(fp32_artifact.sha256, max_length=64, **arguments))
     assert (wide.max_length, narrow.max_length) == (256, 64)
     assert narrow.encode([long_text]).windows[0] > wide.encode([long_text]).windows[0]
-    assert load_encoder(fp32_artifact.sha256) is wide  # no window asked: the one loaded first
+    # no window asked: the one loaded first
+    assert load_encoder(EncoderRef(fp32_artifact.sha256)) is wide
 
 
 def test_batches_fill_to_a_token_budget_not_a_row_count():

@@ -199,13 +199,14 @@ def test_cancel_of_a_queued_job(reviews: Store) -> None:
 def test_a_failing_job_records_its_error_and_fails_at_once(reviews: Store) -> None:
     """A numbered user error would only fail again (issue 16): no retries for it."""
     request_embed(reviews, set_name="reviews", source=SOURCE, engine="onnx")
+    stored = json.dumps({"source": SOURCE, "engine": "gpu"})
     with reviews.engine.begin() as c:  # a parameter the job refuses on every attempt
-        c.execute(update(s.job_queue).values(parameters_json='{"source": "", "engine": "gpu"}'))
+        c.execute(update(s.job_queue).values(parameters_json=stored))
     ran = _sidecar(reviews)
     assert [j["state"] for j in ran["jobs"]] == ["failed"]
     row = JobQueue(reviews).listing().iloc[0]
     assert (row.state, row.attempts, row.error_number) == ("failed", 1, 50012)
-    assert "embed.engine 'gpu'" in row.error
+    assert "engine='gpu' is not one of auto, onnx, torch" in row.error
 
 
 def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
@@ -251,7 +252,7 @@ def test_cli_request_list_cancel(reviews: Store) -> None:
     assert cli("cancel-job", "--job-id", str(listed[0]["job_id"]), code=2)["number"] == 50050
     assert cli("jobs", "--state", "nowhere", code=2)["number"] == 50053
     refused = cli("request-embed", "--set", "r", "--source", SOURCE, "--parts", "0", code=2)
-    assert refused["number"] == 50012 and "embed.parts" in refused["error"]
+    assert refused["number"] == 50012 and "parts=0 is out of range" in refused["error"]
 
 
 def test_request_teacher_refuses_a_missing_set_or_text(reviews: Store) -> None:

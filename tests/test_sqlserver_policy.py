@@ -24,6 +24,7 @@ from sqlserver_tsql import (
 )
 
 from sqlheads import procedures, settings
+from sqlheads.compute.embed import EmbedParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ERRORS, InvalidParameterError
 from sqlheads.store import schema
@@ -115,9 +116,9 @@ def test_choices_have_one_canonical_spelling() -> None:
     with pytest.raises(InvalidParameterError, match="sometimes") as refused:
         settings.choice("deploy", "sometimes")
     assert refused.value.number == 50012
-    assert settings.bounded("embed.batch_rows", None) == 1000
+    assert EmbedParams().batch_rows == 1000  # a bounded setting's default, and its bounds
     with pytest.raises(InvalidParameterError, match="batch_size") as out_of_range:
-        settings.bounded("embed.batch_size", 0)
+        EmbedParams(batch_size=0)
     assert out_of_range.value.number == 50012
     # T-SQL canonicalises in heads.setting, against the same choices, lower-cased both sides.
     setting = code(BY_NAME["heads.setting"])

@@ -360,9 +360,9 @@ def test_procedures_distill_takes_one_frame_as_sql_server_would(rt_sample):
 
 def test_word_student_params_are_validated_early():
     with pytest.raises(InvalidParameterError, match="init="):
-        WordStudentParams(init="glove").validate()
+        WordStudentParams(init="glove")
     with pytest.raises(InvalidParameterError, match="temperature="):
-        DistillParams(temperature=0).validate()
+        DistillParams(temperature=0)
 
 
 def test_cli_distill_reports_accuracy_teacher_parameters_and_seconds(taught: Store):

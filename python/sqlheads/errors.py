@@ -356,15 +356,6 @@ class InternalError(SqlheadsError):
     number = 50090
 
 
-def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
-    """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
-    for ok, name, allowed in checks:
-        if not ok:
-            raise InvalidParameterError(
-                f"{name}={getattr(owner, name)!r} is out of range: pass a value {allowed}"
-            )
-
-
 ERRORS: tuple[type[SqlheadsError], ...] = (
     SqlheadsError,
     NotFoundError,

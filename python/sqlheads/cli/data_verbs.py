@@ -13,6 +13,7 @@ from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, options, run
 from sqlheads.cli.interrupts import Heard, newest_version, so_far, were
 from sqlheads.cli.render import showing_progress
+from sqlheads.compute.embed import EmbedParams
 from sqlheads.store.repository import Store
 
 
@@ -115,14 +116,19 @@ def embed(
     long_text: Annotated[
         str | None, typer.Option(help="window (default) or truncate, for texts over the window.")
     ] = None,
-    batch_rows: Annotated[int, typer.Option(help="Rows per committed batch.")] = 1000,
-    batch_size: Annotated[int, typer.Option(help="Texts per encoder call.")] = 32,
+    batch_rows: Annotated[
+        int, typer.Option(help="Rows per committed batch.")
+    ] = EmbedParams.batch_rows,
+    batch_size: Annotated[
+        int, typer.Option(help="Texts per encoder call.")
+    ] = EmbedParams.batch_size,
 ) -> None:
     """Embed the rows of a query into a set; unchanged rows are skipped."""
     heard = Heard()
 
     def action() -> dict[str, Any]:
         with showing_progress(f"embedding {set_name}") as display:
+            # the door: host.embed builds and checks EmbedParams from these
             return host.embed(
                 open_store(),
                 set_name=set_name,

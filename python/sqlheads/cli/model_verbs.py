@@ -14,9 +14,11 @@ from sqlheads.cli.app import LockTimeout, app, open_store, options, run
 from sqlheads.cli.interrupts import Heard, NewVersion, so_far, were
 from sqlheads.cli.render import showing_progress
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, StudentParams
+from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, student_kind
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.word.student import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.students.encoder import EncoderStudentParams
+from sqlheads.engine.students.word.architectures import NAMES
+from sqlheads.engine.students.word.student import DEFAULT_ARCH
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -48,7 +50,9 @@ def train(
     test_fraction: Annotated[
         float, typer.Option(help="Held-out share, stratified.")
     ] = settings.TEST_FRACTION,
-    seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Fixes the split and the initialisation.")
+    ] = HeadParams.seed,
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
@@ -69,33 +73,30 @@ def train(
     ] = False,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
-    head_params = HeadParams(
-        recipe=recipe,
-        hidden=hidden,
-        epochs=epochs,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        dropout=dropout,
-        seed=seed,
-    )
-
     heard, version = Heard(), NewVersion(options.url, head)
 
     def action() -> dict[str, Any]:
         with showing_progress(f"training {head}", unit="epochs") as display:
+            # the door: host.train builds and checks TrainParams from these, before any work
             return host.train(
                 version.note(open_store()),
                 head=head,
                 set_name=set_name,
                 labels=labels,
-                encoder=encoder,
+                source=source,
+                progress=heard.showing(display),
+                recipe=recipe,
+                hidden=hidden,
+                epochs=epochs,
+                lr=lr,
+                weight_decay=weight_decay,
+                batch_size=batch_size,
+                dropout=dropout,
+                seed=seed,
+                test_fraction=test_fraction,
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
-                progress=heard.showing(display),
-                source=source,
-                params=head_params,
-                test_fraction=test_fraction,
+                encoder=encoder,
                 allow_encoder_change=allow_encoder_change,
             )
 
@@ -128,19 +129,27 @@ TransferRowsOption = Annotated[
 ]
 ArchOption = Annotated[
     str | None,
-    typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
+    typer.Option(help=f"Word student: {', '.join(NAMES)} ({DEFAULT_ARCH})."),
 ]
 StudentModelOption = Annotated[
     str | None,
-    typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+    typer.Option(
+        help=f"Encoder student: catalogue model or HF directory ({EncoderStudentParams.model})."
+    ),
 ]
 MaxLengthOption = Annotated[
-    int | None, typer.Option(help="Encoder student: tokens per text (128).")
+    int | None,
+    typer.Option(help=f"Encoder student: tokens per text ({EncoderStudentParams.max_length})."),
 ]
 MaxStepsOption = Annotated[
     int | None, typer.Option(help="Encoder student: stop after this many steps.")
 ]
-DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Encoder student: auto, cpu, cuda or cuda:N ({EncoderStudentParams.device})."
+    ),
+]
 
 
 StudentOption = Annotated[
@@ -195,80 +204,71 @@ def distill(
     test_fraction: Annotated[
         float, typer.Option(help="Held-out share, as train's.")
     ] = settings.TEST_FRACTION,
-    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
+    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = DistillParams.seed,
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
     student_model: StudentModelOption = None,
     max_length: MaxLengthOption = None,
     max_steps: MaxStepsOption = None,
-    device: DeviceOption = "auto",
+    device: DeviceOption = None,
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
-    student_params = StudentParams(
-        student=student,
-        arch=arch,
-        student_model=student_model,
-        max_length=max_length,
-        max_steps=max_steps,
-        device=device,
-    )
-    distill_params = DistillParams(
-        temperature=temperature,
-        gold_weight=gold_weight,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-    )
-
     heard, version = Heard(), NewVersion(options.url, head)
     teacher_heard = Heard()
 
     def action() -> dict[str, Any]:
         nonlocal teacher_heard
-        unit = student_params.kind.progress_unit  # an unknown student: its 50022 here
+        unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
         with showing_progress(f"distilling {head}", unit=unit) as display:
             progress = heard.showing(display)
             if teacher_head is not None:
                 teacher_heard = progress.task(f"teacher {teacher_head} scoring", "rows")
+            # the door: host.distill builds and checks the student's, the teacher's and the
+            # distillation's parameters from these, before a teacher scores a row
             return host.distill(
                 version.note(open_store()),
-                progress=progress,
-                teacher_progress=teacher_heard if teacher_head is not None else None,
                 head=head,
                 set_name=set_name,
+                progress=progress,
+                teacher_progress=teacher_heard if teacher_head is not None else None,
                 labels=labels,
-                student_params=student_params,
-                params=distill_params,
+                source=source,
+                transfer=transfer,
                 soft_labels=soft_labels,
                 teacher=teacher,
                 teacher_head=teacher_head,
                 transfer_rows=transfer_rows,
-                source=source,
-                transfer=transfer,
+                student=student,
+                arch=arch,
+                student_model=student_model,
+                max_length=max_length,
+                max_steps=max_steps,
+                device=device,
+                temperature=temperature,
+                gold_weight=gold_weight,
+                epochs=epochs,
+                lr=lr,
+                batch_size=batch_size,
+                seed=seed,
                 test_fraction=test_fraction,
                 deploy=deploy,
             )
 
     def kept() -> str:
-        return _distill_kept(heard, teacher_heard, version, student_params, teacher_head)
+        return _distill_kept(heard, teacher_heard, version, student, teacher_head)
 
     run(action, "distill", kept=kept)
 
 
 def _distill_kept(
-    heard: Heard,
-    teacher_heard: Heard,
-    version: NewVersion,
-    student_params: StudentParams,
-    teacher_head: str | None,
+    heard: Heard, teacher_heard: Heard, version: NewVersion, student: str, teacher_head: str | None
 ) -> str:
     """What an interrupted distill kept: no version unless it was written, and a teacher
     head's transfer rows scored so far (cached in chunks as they are scored)."""
     steps = heard.of()
     if steps is not None:
-        where = f"after {so_far(steps, student_params.kind.progress_unit)}"
+        where = f"after {so_far(steps, student_kind(student).progress_unit)}"
     elif teacher_heard.stage is not None:
         scored = teacher_heard.of() or (0, None)
         where = f"while the teacher scored ({teacher_heard.stage}: {so_far(scored, 'rows')})"

@@ -197,6 +197,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     from sqlheads.compute.columns import EMBED_INPUT
     from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
+    from sqlheads.verbs.encoders import encoder_ref
 
     found = store.find_set(set_name)
     point = {
@@ -219,15 +220,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     scorer = kind.load(store.model_blob(model.model_id))
     encoder = None
     if kind.reads == "vector":
-        registered = store.encoder(model.encoder_id)
-        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
-        encoder = load_encoder(
-            registered.sha256,
-            onnx=onnx,
-            tokenizer_json=tokenizer_json,
-            dim=registered.dim,
-            max_length=registered.max_length,
-        )
+        encoder = load_encoder(encoder_ref(store, store.encoder(model.encoder_id)))
 
     def score(part: list[str]) -> None:
         scorer.predict_proba(part if encoder is None else encoder.encode(part).vectors)

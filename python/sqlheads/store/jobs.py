@@ -145,9 +145,14 @@ def in_range(key: str, key_from: str | None, key_to: str | None) -> bool:
     return (key_from is None or key >= key_from) and (key_to is None or key < key_to)
 
 
+def _or_default(name: str, given: int | None) -> int:
+    return int(settings.default(name)) if given is None else given
+
+
 class JobQueue:
     """The queue on one store; ``stale_after_seconds`` and ``max_attempts`` default to
-    :data:`settings.SETTINGS` (``jobs.*``)."""
+    :data:`settings.SETTINGS` (``jobs.*``; a sidecar's options checked them against its
+    bounds)."""
 
     def __init__(
         self,
@@ -157,8 +162,8 @@ class JobQueue:
         max_attempts: int | None = None,
     ) -> None:
         self.store = store
-        self.stale_after_seconds = settings.bounded("jobs.stale_after_seconds", stale_after_seconds)
-        self.max_attempts = settings.bounded("jobs.max_attempts", max_attempts)
+        self.stale_after_seconds = _or_default("jobs.stale_after_seconds", stale_after_seconds)
+        self.max_attempts = _or_default("jobs.max_attempts", max_attempts)
 
     # -- requests ------------------------------------------------------------------------------
 

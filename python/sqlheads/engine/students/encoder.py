@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sqlheads.engine.constraints import Interval, Params, Text, allowed_of, param
 from sqlheads.engine.encoders.text_classifier import (
     OnnxTextClassifier,
     export_checked,
@@ -27,9 +28,8 @@ from sqlheads.engine.encoders.text_classifier import (
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.word.student import FittedTextStudent
-from sqlheads.engine.training.params import COMPILE_CHOICES, PRECISIONS, TunerParams
-from sqlheads.engine.training.tuner import Tuner, data_fingerprint
-from sqlheads.errors import InvalidParameterError, check_ranges
+from sqlheads.engine.training.params import TunerParams
+from sqlheads.errors import InvalidParameterError
 
 KIND = "encoder_student"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -38,35 +38,36 @@ PARITY_ROWS = 32
 # a few thousandths for a barely trained student, 0.059 at worst on 32 rows for MiniLM distilled
 # on Rotten Tomatoes (confident outputs move more); beyond this the student ships in fp32.
 INT8_TOLERANCE = 0.1
+MODEL = "a catalogue model name or a Hugging Face directory"
 
 
-@dataclass
-class EncoderStudentParams:
+def _tuner(name: str) -> tuple:
+    """What :class:`TunerParams` accepts for ``name``: the knob the tuner reads, checked where
+    the encoder student's parameters are built."""
+    return allowed_of(TunerParams, name)
+
+
+@dataclass(frozen=True)
+class EncoderStudentParams(Params):
     """What the encoder student is made of; its epochs, lr and seed come from
-    :class:`DistillParams`, as for every student."""
+    :class:`DistillParams`, as for every student. At a door: ``student_model``, ``max_length``,
+    ``max_steps``, ``device`` (and ``work_dir``, where a sidecar job keeps its checkpoints)."""
 
-    model: str = DEFAULT_MODEL  # catalogue name or local Hugging Face directory
-    max_length: int = 128
-    batch_size: int = 32
-    warmup_ratio: float = 0.1
-    grad_accumulation: int = 1
-    patience: int = 2
-    compile: str = "auto"
-    precision: str = "auto"
-    max_steps: int | None = None
-    device: str = "auto"
-    int8_tolerance: float = INT8_TOLERANCE  # largest probability move int8 may make vs fp32
-
-    def validate(self) -> EncoderStudentParams:
-        checks = [
-            (bool(str(self.model).strip()), "model", "naming a catalogue model or a directory"),
-            (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
-            (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
-            (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
-        ]
-        check_ranges(self, checks)
-        self.tuner(DistillParams(epochs=1, lr=TunerParams.lr))  # the shared knobs' own ranges
-        return self
+    # catalogue name or local Hugging Face directory
+    model: str = param(DEFAULT_MODEL, Text(MODEL), flat="student_model")
+    max_length: int = param(128, *_tuner("max_length"))  # tokens per text
+    batch_size: int = param(32, *_tuner("batch_size"), door=False)  # distill's, when distilled
+    warmup_ratio: float = param(0.1, *_tuner("warmup_ratio"), door=False)
+    grad_accumulation: int = param(1, *_tuner("grad_accumulation"), door=False)
+    patience: int = param(2, *_tuner("patience"), door=False)
+    compile: str = param("auto", *_tuner("compile"), door=False)
+    precision: str = param("auto", *_tuner("precision"), door=False)
+    max_steps: int | None = param(None, *_tuner("max_steps"))  # optimiser steps at most
+    device: str = param("auto", Text("auto, cpu, cuda or cuda:N"))
+    # its checkpoints (a sidecar job's folder; None: none kept): where it runs, not what it is
+    work_dir: str | None = param(None, Text("a folder"), None, stored=False)
+    # largest probability move int8 may make vs fp32
+    int8_tolerance: float = param(INT8_TOLERANCE, Interval(float, 0, 1, "left"), door=False)
 
     def tuner(self, distill: DistillParams) -> TunerParams:
         return TunerParams(
@@ -82,7 +83,7 @@ class EncoderStudentParams:
             precision=self.precision,
             seed=distill.seed,
             max_steps=self.max_steps,
-        ).validate()
+        )
 
 
 @dataclass
@@ -96,7 +97,6 @@ class EncoderStudent(FittedTextStudent):
     steps_: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
-        self.params.validate()
         self._scorer: OnnxTextClassifier | None = None
 
     def fit(
@@ -107,19 +107,20 @@ class EncoderStudent(FittedTextStudent):
         gold: np.ndarray,
         *,
         distill: DistillParams | None = None,
-        work_dir: Path | None = None,
         progress: Progress | None = None,
     ) -> EncoderStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
-        -1 where unlabelled), as :meth:`WordStudent.fit` does."""
+        -1 where unlabelled), as :meth:`WordStudent.fit` does; checkpoints go to the
+        parameters' ``work_dir``."""
         import torch
 
         from sqlheads.engine.devices import resolve_device
         from sqlheads.engine.students.losses import distillation_loss
         from sqlheads.engine.training.fine_tuning import prepared
+        from sqlheads.engine.training.tuner import Tuner, data_fingerprint
 
         p = self.params
-        distill = (distill or DistillParams()).validate()
+        distill = distill or DistillParams()
         if distill.epochs is None or distill.lr is None:
             raise InvalidParameterError(
                 "the encoder student distils with given epochs and lr: pass "
@@ -151,7 +152,7 @@ class EncoderStudent(FittedTextStudent):
             p.tuner(distill),
             device,
             pad_id=tokenizer.pad_id,
-            work_dir=work_dir,
+            work_dir=None if p.work_dir is None else Path(p.work_dir),
             fingerprint={
                 "model": str(model_dir),
                 "data": data_fingerprint(ids, np.nan_to_num(teacher_logits)),
@@ -166,7 +167,7 @@ class EncoderStudent(FittedTextStudent):
             "classes": json.dumps(self.classes_),
             "tokenizer_json": tokens_json,
             "max_length": str(p.max_length),
-            "params": json.dumps(asdict(p)),
+            "params": json.dumps(p.record()),
             "parameters": str(self.n_parameters_),
             "model_type": str(net.config.model_type),
             "source": str(model_dir),
