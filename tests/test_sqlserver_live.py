@@ -510,3 +510,33 @@ def test_train_keeps_a_heads_versions_on_one_encoder_unless_asked(admin, people)
     finally:
         run(admin, "EXEC heads.drop_head @head = ?", head)
         run(admin, "EXEC heads.drop_set @set = ?, @progress = 0", f"f_{s}")
+
+
+def test_embed_counts_rejects_by_key_as_the_host_does(admin, people, store) -> None:
+    """Revision 0008: heads.embed's ``rejected`` counts keys, as heads.rejects holds them and
+    the host's embed reports them: two keyless rows are one reject (the empty key), a key given
+    twice is one."""
+    import pandas as pd
+
+    from sqlheads import host
+
+    s, analyst, table = admin.suffix, people["analyst"], people["table"]
+    source = (
+        f"SELECT CAST(review_id AS nvarchar(20)) AS item_key, body AS text FROM {table} "
+        "UNION ALL SELECT NULL, N'no key' UNION ALL SELECT NULL, N'no key either' "
+        f"UNION ALL SELECT TOP 1 CAST(review_id AS nvarchar(20)), N'again' FROM {table}"
+    )
+    out = run(analyst, "EXEC heads.embed @set = ?, @source = ?, @progress = 0", f"k_{s}", source)
+    assert out[0]["rejected"] == 2, out  # the empty key and the key given twice
+    rejects = run(
+        admin,
+        "SELECT COUNT(*) AS n FROM heads.rejects AS r INNER JOIN heads.embedding_sets AS e "
+        "ON e.set_id = r.set_id WHERE e.name = ?",
+        f"k_{s}",
+    )
+    assert rejects[0]["n"] == 2
+    run(admin, "EXEC heads.drop_set @set = ?, @progress = 0", f"k_{s}")
+    # the host, on the same rows in SQLite, says the same
+    pd.DataFrame(run(admin, source)).to_sql("source_rows", store.engine, index=False)
+    counts = host.embed(store, set_name="k", source="SELECT item_key, text FROM source_rows")
+    assert counts["rejected"] == 2

@@ -177,7 +177,8 @@ BEGIN
             INSERT INTO heads.rejects (set_id, item_key, reason) VALUES (@set_id, N'', @keyless_reason);
             COMMIT TRANSACTION;
             SET @rows_read = @keyless;
-            SET @rejected = @keyless;
+            -- one reject, under the empty key, however many keyless rows: rejected counts keys
+            SET @rejected = 1;
         END;
         -- The same sha256 as Python's (UTF-8 bytes): unchanged rows are skipped here.
         UPDATE #embed_source
@@ -331,8 +332,9 @@ BEGIN
                 @embedded = @embedded + COALESCE(SUM(CASE WHEN o.reject_reason IS NULL THEN 1 ELSE 0 END), 0),
                 @windowed = @windowed + COALESCE(SUM(CASE WHEN o.windows > 1 THEN 1 ELSE 0 END), 0)
             FROM #embed_output AS o;
-            SET @rejected = @rejected + @batch_output + @batch_duplicates
-                - (SELECT COUNT_BIG(*) FROM #embed_output AS o WHERE o.reject_reason IS NULL);
+            -- keys, as heads.rejects holds them: a key given twice is one reject, not two
+            SET @rejected = @rejected
+                + (SELECT COUNT_BIG(DISTINCT o.item_key) FROM #embed_output AS o WHERE o.reject_reason IS NOT NULL);
             EXEC heads.report_progress
                 @progress = @progress, @what = N'heads.embed', @done = @rows_read, @total = @total,
                 @started = @started;
