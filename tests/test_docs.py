@@ -38,6 +38,12 @@ def test_the_site_builds_strict(tmp_path):
     )
     assert built.returncode == 0, built.stderr[-3000:]
     assert (tmp_path / "guides" / "dba" / "index.html").exists()
+    # the Python API reference is rendered from the docstrings (mkdocstrings), their Sphinx
+    # roles shown as code (docs/hooks/sphinx_roles.py), not printed as ":class:`...`"
+    api = (tmp_path / "reference" / "python" / "index.html").read_text(encoding="utf-8")
+    for rendered in ("HeadClassifier", "in scikit-learn's manner", "Distil a teacher"):
+        assert rendered in api, rendered
+    assert not re.search(r":(class|func|meth|mod|data|attr):", api), "a Sphinx role shows"
 
 
 def test_generated_references_match_the_code():

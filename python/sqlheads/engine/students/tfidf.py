@@ -31,6 +31,9 @@ MAX_ITERATIONS = 300  # L-BFGS stopped after 25-91 iterations on IMDB's 20,000 r
 
 @dataclass
 class TfidfStudentParams:
+    """What the TF-IDF student is made of: at most ``max_features`` word 1-2 grams (the
+    baseline's bound), an ``l2`` penalty, and L-BFGS's iterations at most."""
+
     max_features: int = MAX_FEATURES
     l2: float = 1e-5  # penalty on the squared weights, per training set (not per row)
     max_iterations: int = MAX_ITERATIONS
@@ -119,6 +122,7 @@ class TfidfStudent:
         return self.vectorizer_.transform([str(t) for t in texts])
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's class probabilities, from every word of it (scikit-learn's analyser)."""
         from scipy.special import softmax
 
         logits = self._features(texts) @ self.weights_["w"] + self.weights_["b"]

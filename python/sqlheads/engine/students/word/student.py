@@ -344,6 +344,7 @@ class WordStudent(FittedTextStudent):
     # -- scoring -------------------------------------------------------------------------------
 
     def predict_proba(self, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
+        """Each text's class probabilities, by onnxruntime over length-sorted batches."""
         if not self.onnx_:
             raise InvalidParameterError("this student is not fitted: call fit first")
         if self._session is None:
@@ -364,6 +365,7 @@ class WordStudent(FittedTextStudent):
         return out
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's most probable class."""
         return np.asarray(self.classes_)[self.predict_proba(texts).argmax(axis=1)]
 
     def _load_session(self) -> dict[str, str]:
