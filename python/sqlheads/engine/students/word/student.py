@@ -35,7 +35,7 @@ PARITY_TOLERANCE = 1e-4
 # bag 75.85 % against 76.26 %, cnn 76.67 % against 77.55 %, for 2-3x the fitting time.
 INITS = ("encoder", "model2vec", "random")
 # Measured on Rotten Tomatoes with the frozen all-mpnet-base-v2 head as teacher and 6,000 to
-# 12,000 transfer rows (docs/guides/data-scientist.md, "Without a GPU").
+# 12,000 transfer rows (docs/benchmarking.md, "Students on the CPU").
 DEFAULT_EPOCHS, DEFAULT_LR = 6, 3e-3
 
 
@@ -86,7 +86,7 @@ ARCHITECTURE_SIZES: dict[str, dict[str, int]] = {
 }
 # The most accurate of those that score text at least 20 times as fast as MiniLM int8 + head
 # (the word student's bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
-# (docs/guides/data-scientist.md, "Which word student is the default"); its transfer rows are
+# (docs/benchmarking.md, "Which word student is the default"); its transfer rows are
 # engine.students.transfer.DEFAULT_ROWS.
 DEFAULT_ARCH = "bag"
 
