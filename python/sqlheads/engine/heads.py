@@ -133,7 +133,13 @@ def network_weights(network) -> dict[str, np.ndarray]:
 
 @dataclass
 class HeadClassifier:
-    """Input → Linear → ReLU → Dropout → Linear → classes."""
+    """A tiny MLP on sentence vectors, in scikit-learn's manner: Input → Linear → ReLU →
+    Dropout → Linear → classes.
+
+    ``HeadClassifier(HeadParams(...)).fit(X, y)`` on a (rows, dimensions) array of vectors and
+    one label per row; ``predict_proba`` and ``predict`` then need only NumPy, and
+    ``to_bytes`` / ``from_bytes`` carry the fitted head as an ``.npz`` blob (no pickle).
+    """
 
     params: HeadParams = field(default_factory=HeadParams)
     classes_: list[str] = field(default_factory=list, init=False)
@@ -252,6 +258,8 @@ class HeadClassifier:
         return self
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Each row's class probabilities, columns in the order of ``classes_`` (NumPy only);
+        vectors of another width than the head's are refused (50008 names the encoder)."""
         if not self.weights_:
             raise InvalidParameterError("this head is not fitted: call fit first")
         X = np.asarray(X, dtype=np.float32)
@@ -269,6 +277,7 @@ class HeadClassifier:
         return exp / exp.sum(axis=1, keepdims=True)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
+        """Each row's most probable class."""
         return np.asarray(self.classes_)[self.predict_proba(X).argmax(axis=1)]
 
     # -- persistence ---------------------------------------------------------------------------

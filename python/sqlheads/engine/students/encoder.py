@@ -213,9 +213,12 @@ class EncoderStudent(FittedTextStudent):
         return self._scorer
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's class probabilities, by the exported graph (int8 unless it was kept
+        fp32: ``quantization_``)."""
         return self._graph().predict_proba(texts)
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's most probable class."""
         return self._graph().predict(texts)
 
 

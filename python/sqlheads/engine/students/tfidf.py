@@ -32,7 +32,9 @@ MAX_ITERATIONS = 300  # L-BFGS stopped after 25-91 iterations on IMDB's 20,000 r
 
 @dataclass(frozen=True)
 class TfidfStudentParams(Params):
-    """What the TF-IDF student is made of; a door chooses none of it."""
+    """What the TF-IDF student is made of: at most ``max_features`` word 1-2 grams (the
+    baseline's bound), an ``l2`` penalty, and L-BFGS's iterations at most; a door chooses
+    none of it."""
 
     max_features: int = param(MAX_FEATURES, Interval(int, 1_000, 2_000_000), door=False)
     # penalty on the squared weights, per training set (not per row)
@@ -114,6 +116,7 @@ class TfidfStudent:
         return self.vectorizer_.transform([str(t) for t in texts])
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's class probabilities, from every word of it (scikit-learn's analyser)."""
         from scipy.special import softmax
 
         logits = self._features(texts) @ self.weights_["w"] + self.weights_["b"]

@@ -33,7 +33,7 @@ from sqlheads.engine.constraints import SEED, Interval, Params, Rule, param
 
 # The count of the best word student under the bounds it is held to (under 1M parameters, at
 # least 20x MiniLM + head), measured on Rotten Tomatoes with the frozen all-mpnet-base-v2 head
-# as teacher (docs/guides/data-scientist.md, "Without a GPU": accuracy against transfer rows):
+# as teacher (docs/benchmarking.md, "Students on the CPU": accuracy against transfer rows):
 # bag 77.1 % with 12,000, 76.4 % with none; 24,000 and 48,000 scored no better (76.9, 76.8 %)
 # for two and four times the teacher's time. The TF-IDF and encoder students have their own
 # (:mod:`sqlheads.engine.kinds`).

@@ -32,7 +32,7 @@ PARITY_TOLERANCE = 1e-4
 # bag 75.85 % against 76.26 %, cnn 76.67 % against 77.55 %, for 2-3x the fitting time.
 INITS = ("encoder", "model2vec", "random")
 # Measured on Rotten Tomatoes with the frozen all-mpnet-base-v2 head as teacher and 6,000 to
-# 12,000 transfer rows (docs/guides/data-scientist.md, "Without a GPU").
+# 12,000 transfer rows (docs/benchmarking.md, "Students on the CPU").
 DEFAULT_EPOCHS, DEFAULT_LR = 6, 3e-3
 
 
@@ -84,7 +84,7 @@ ARCHITECTURE_SIZES: dict[str, dict[str, int]] = {
 }
 # The most accurate of those that score text at least 20 times as fast as MiniLM int8 + head
 # (the word student's bound), on a busy Xeon and on a quiet EPYC whose VNNI int8 MiniLM is faster
-# (docs/guides/data-scientist.md, "Which word student is the default"); its transfer rows are
+# (docs/benchmarking.md, "Which word student is the default"); its transfer rows are
 # engine.students.transfer.DEFAULT_ROWS.
 DEFAULT_ARCH = "bag"
 
@@ -324,6 +324,7 @@ class WordStudent(FittedTextStudent):
     # -- scoring -------------------------------------------------------------------------------
 
     def predict_proba(self, texts: Sequence[str], batch_size: int = 2048) -> np.ndarray:
+        """Each text's class probabilities, by onnxruntime over length-sorted batches."""
         if not self.onnx_:
             raise InvalidParameterError("this student is not fitted: call fit first")
         if self._session is None:
@@ -344,6 +345,7 @@ class WordStudent(FittedTextStudent):
         return out
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
+        """Each text's most probable class."""
         return np.asarray(self.classes_)[self.predict_proba(texts).argmax(axis=1)]
 
     def _load_session(self) -> dict[str, str]:
