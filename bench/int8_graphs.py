@@ -263,5 +263,5 @@ def accuracy_tables(section: Section, rt, head_rows: int | None) -> None:
 # What is known of a CPU without VNNI: no such machine is at hand, but its kernels run emulated.
 PREVIOUS_OTHER_KIND = (
     "not measured natively here; emulated (python -m bench.emulated: QEMU's Haswell, AVX2 "
-    "kernels) on the held-out rows: docs/guides/data-scientist.md, CPU kinds"
+    "kernels) on the held-out rows: docs/benchmarking.md, CPUs with and without VNNI"
 )

@@ -42,10 +42,8 @@ class TunerParams(Params):
     weight_decay: float = param(0.01, Interval(float, 0, 1, "left"))
     # slice of the training rows that decides early stopping
     validation_fraction: float = param(0.1, Interval(float, 0, 0.5, "neither"))
-    patience: int = param(  # evaluations without improvement before stopping; 0: never stop
-        2,
-        Interval(int, 0, 100),
-        about="Evaluations without improvement before stopping; 0: never stop early.",
+    patience: int = param(
+        2, Interval(int, 0, 100), about="Evaluations without gain before stopping; 0: never."
     )
     eval_steps: int | None = param(None, STEPS, None)  # steps between evaluations; None: epochs
     # optimiser steps between checkpoints; None: by time alone
