@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 # Weights come from site-packages; the hub is unreachable. A fresh cache per test session
 # exercises the first-use export path, as a new user would; it holds gigabytes of exports by
@@ -30,6 +30,7 @@ from sqlheads import datasets, host  # noqa: E402
 from sqlheads.engine import kinds  # noqa: E402
 from sqlheads.engine.students.distillation import DistillParams  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
+from sqlheads.store.schema import job_queue  # noqa: E402
 from sqlheads.store.vectors import unpack_rows  # noqa: E402
 
 
@@ -187,6 +188,14 @@ def order_free_metrics(metrics_json: str) -> dict:
     metrics = json.loads(metrics_json)
     metrics.get("baseline", {}).pop("seconds", None)
     return metrics
+
+
+def silent_for(store: Store, seconds: int) -> None:
+    """Every running job's last heartbeat ``seconds`` further back: the database's clock (its
+    own time stamps decide which claim is stale) moved on without a beat, and no test sleeps."""
+    beat = job_queue.c.heartbeat_at
+    with store.engine.begin() as c:
+        c.execute(update(job_queue).values(heartbeat_at=func.datetime(beat, f"-{seconds} seconds")))
 
 
 def count_rows(store: Store, table) -> int:
