@@ -198,6 +198,20 @@ def silent_for(store: Store, seconds: int) -> None:
         c.execute(update(job_queue).values(heartbeat_at=func.datetime(beat, f"-{seconds} seconds")))
 
 
+def invoke(*arguments: str, width: int = 80):
+    """``sqlheads ARGUMENTS`` through Typer's test runner, on a terminal ``width`` columns wide."""
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    return CliRunner().invoke(app, list(arguments), env={"COLUMNS": str(width)})
+
+
+def versions_of(store: Store, head: str) -> list[int]:
+    """The versions of ``head`` in the store, in order."""
+    return sorted(store.read_view("model_summary", head=head)["version"].tolist())
+
+
 def count_rows(store: Store, table) -> int:
     with store.engine.connect() as c:
         return int(c.execute(select(func.count()).select_from(table)).scalar_one())
