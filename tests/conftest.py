@@ -18,13 +18,19 @@ import pandas as pd
 import pytest
 from sqlalchemy import func, select, update
 
-# Weights come from site-packages; the hub is unreachable. A fresh cache per test session
-# exercises the first-use export path, as a new user would; it holds gigabytes of exports by
-# the end, so the session that made it removes it (CI's disk is not ours to fill).
+# Weights come from site-packages; the hub is unreachable. Unless SQLHEADS_CACHE names a cache,
+# each test session has a fresh one (registered encoders, sidecar jobs' teachers: gigabytes by
+# the end, removed with the session, CI's disk not being ours to fill), except for what is the
+# same on every run: the catalogue's ONNX exports and the unpacked MPNet archive, kept where
+# sqlheads keeps them on this machine (~/.cache/sqlheads), so that a second run exports nothing.
+# The first use is checked once, on an empty cache of its own (tests/test_cli_progress.py).
 os.environ["HF_HUB_OFFLINE"] = "1"
 OWN_CACHE = None if "SQLHEADS_CACHE" in os.environ else tempfile.mkdtemp(prefix="sqlheads-cache-")
 if OWN_CACHE:
     os.environ["SQLHEADS_CACHE"] = OWN_CACHE
+    for kept in ("exports", "models"):  # written atomically: sessions may share them
+        (Path.home() / ".cache" / "sqlheads" / kept).mkdir(parents=True, exist_ok=True)
+        (Path(OWN_CACHE) / kept).symlink_to(Path.home() / ".cache" / "sqlheads" / kept)
 
 from sqlheads import datasets, host  # noqa: E402
 from sqlheads.engine import kinds  # noqa: E402
