@@ -73,39 +73,42 @@ def test_ctrl_c_during_embed_says_what_was_committed_and_how_to_finish(embedded:
     assert stored >= int(committed.group(1).replace(",", "")) > 0
 
 
-def test_ctrl_c_during_train_says_no_version_was_written_and_to_run_it_again(embedded: Store):
-    url = str(embedded.engine.url)
-    said = _interrupted(
-        url,
-        ["train", "--head", "long", "--set", "reviews", "--recipe", "full", "--epochs", "10000"]
-        + ["--labels", "SELECT item_key, label FROM reviews"],
-        r"training long: [\d,]+ of 10,000 epochs",
-    )
-    assert re.search(r"interrupted after [\d,]+ of 10,000 epochs", said), said
-    assert "no version of head long was written" in said, said
-    assert "run the same command again" in said, said
-    assert versions_of(embedded, "long") == []
-
-
 @pytest.fixture
 def taught(taught_template: Path, copy_database) -> Store:
     """The embedded sample with a teacher's logits in table teacher_logits (a copy)."""
     return copy_database(taught_template)
 
 
-def test_ctrl_c_during_distill_says_no_version_was_written(taught: Store):
-    url = str(taught.engine.url)
+LABELS = ["--labels", "SELECT item_key, label FROM reviews"]
+SOFT_LABELS = ["--soft-labels", "SELECT item_key, negative, positive FROM teacher_logits"]
+
+
+@pytest.mark.parametrize(
+    ("head", "arguments", "stage", "epochs"),
+    [
+        ("long", ["train", "--recipe", "full", "--epochs", "10000", *LABELS], "training", "10,000"),
+        (
+            "student",
+            ["distill", "--student", "head", "--epochs", "1000", *LABELS, *SOFT_LABELS],
+            "distilling",
+            "1,000",
+        ),
+    ],
+    ids=["train", "distill"],
+)
+def test_ctrl_c_during_train_or_distill_says_no_version_was_written_and_to_run_it_again(
+    taught: Store, head: str, arguments: list[str], stage: str, epochs: str
+):
+    verb, *options = arguments
     said = _interrupted(
-        url,
-        ["distill", "--head", "student", "--set", "reviews", "--student", "head"]
-        + ["--labels", "SELECT item_key, label FROM reviews", "--epochs", "1000"]
-        + ["--soft-labels", "SELECT item_key, negative, positive FROM teacher_logits"],
-        r"distilling student: [\d,]+ of 1,000 epochs",
+        str(taught.engine.url),
+        [verb, "--head", head, "--set", "reviews", *options],
+        rf"{stage} {head}: [\d,]+ of {epochs} epochs",
     )
-    assert re.search(r"interrupted after [\d,]+ of 1,000 epochs", said), said
-    assert "no version of head student was written" in said, said
+    assert re.search(rf"interrupted after [\d,]+ of {epochs} epochs", said), said
+    assert f"no version of head {head} was written" in said, said
     assert "run the same command again" in said, said
-    assert versions_of(taught, "student") == []
+    assert versions_of(taught, head) == []
 
 
 runner = CliRunner()
