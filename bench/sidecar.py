@@ -402,7 +402,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     tune_rows, fine_tuned = [], {}
     peer_runs = {}
     texts, labels = train["text"].tolist(), train["label"].tolist()
-    for label, epochs in (("one epoch", 1), ("whole fine-tuning", size["epochs"])):
+    fine_tunings = [("whole fine-tuning", size["epochs"])]
+    if size["epochs"] > 1:  # a one-epoch fine-tuning's first epoch is the same run again
+        fine_tunings.insert(0, ("one epoch", 1))
+    for label, epochs in fine_tunings:
         peer = naive_fine_tune(model_dir, texts, labels, epochs=epochs, **knobs)
         peer["accuracy"] = _accuracy(
             naive_logits(peer, test["text"].tolist(), size["max_length"], device),

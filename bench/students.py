@@ -29,6 +29,10 @@ from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, see
 from sqlheads.engine.students.word.architectures import NAMES
 from sqlheads.report.figures import pyplot
 
+SPEED_ROUNDS = 3
+# A round repeats a model's pass over the texts until it has scored for this long: a student's
+# single pass (about 0.1 s) moved by a quarter between two runs of the same architecture.
+MIN_ROUND_SECONDS = 1.0
 SIZES: dict[str, dict[str, Any]] = {
     "full": {
         "rt": None,
@@ -38,6 +42,7 @@ SIZES: dict[str, dict[str, Any]] = {
         # the kind's default transfer rows (cached by then) and epochs (3)
         "encoder_student": {"transfer_rows": None},
         "imdb": None,
+        "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
     },
     "quick": {
         "rt": 2_000,
@@ -46,6 +51,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "archs": ("bag", "cnn"),
         "encoder_student": {"transfer_rows": 1_000, "epochs": 1},
         "imdb": 2_000,
+        "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
     },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
         "rt": 300,
@@ -54,6 +60,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "archs": ("bag", "ngrams"),  # a second (the cheapest) runs the other architectures' path
         "encoder_student": {"transfer_rows": 50, "epochs": 1, "max_steps": 3},
         "imdb": None,  # the GPU teacher's logits: not at this scale
+        "speed": (1, 0.01),  # one pass of each model: the smoke run measures nothing
     },
 }
 TEACHER_LOGITS = "mpnet_teacher_logits.csv.gz"
@@ -61,10 +68,6 @@ LABELS = "SELECT item_key, label FROM rt_reviews"
 RT_SOURCE = "SELECT item_key, text FROM rt_reviews"
 TEACHER, FROZEN, STUDENT = "rt_teacher", "rt_minilm_head", "rt_student"
 MINILM_PATH, TEACHER_PATH = "MiniLM int8 + head", "teacher (its encoder int8 + head)"
-SPEED_ROUNDS = 3
-# A round repeats a model's pass over the texts until it has scored for this long: a student's
-# single pass (about 0.1 s) moved by a quarter between two runs of the same architecture.
-MIN_ROUND_SECONDS = 1.0
 # The issue's bounds on the default word student: its size, and its speed alone from text
 # against MiniLM int8 + head; accuracy within TIE_POINTS of the best counts as a tie.
 MAX_PARAMETERS, MIN_SPEEDUP, TIE_POINTS = 1_000_000, 20, 0.5
@@ -196,7 +199,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
 
     shared = _shared_teacher(store, rt, size, folder) if size["imdb"] is not None else None
     alone = _model_speed(store, rt.loc[~train, "text"].tolist(), teacher_set, teacher, frozen,
-                         students)  # fmt: skip
+                         students, size["speed"])  # fmt: skip
     url = store.engine.url.render_as_string(hide_password=False)
     store.engine.dispose()
     speed = _scoring(url, teacher_encoder, teacher_set, teacher, frozen, students)
@@ -250,8 +253,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             Table(
                 f"The models alone: rows/s from text to class probabilities on the "
                 f"{fmt(int((~train).sum()))} held-out rows, in one process, every model "
-                f"loaded first (best of {SPEED_ROUNDS} interleaved rounds, each pass repeated "
-                f"for at least {MIN_ROUND_SECONDS:g} s; no database "
+                f"loaded first (best of {size['speed'][0]} interleaved rounds, each pass repeated "
+                f"for at least {size['speed'][1]:g} s; no database "
                 "reads or writes, which the table above includes)",
                 ["model", "rows/s", "vs MiniLM + head", "vs teacher"],
                 alone_rows,
@@ -386,11 +389,14 @@ def _shared_teacher(store, rt, size, folder) -> list[str] | None:
     ]  # fmt: skip
 
 
-def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[str, float]:
+def _model_speed(
+    store, texts, teacher_set, teacher, frozen, students, speed: tuple[int, float]
+) -> dict[str, float]:
     """Rows/s of each model alone, from text to class probabilities, in this process: the
     encoders with their heads, and every student that reads text. All are loaded (and run
     once) first, then timed in turn, round after round, so that a change of load touches
-    them all alike; each keeps its best round."""
+    them all alike; each keeps its best round. ``speed``: how many rounds, and the seconds a pass
+    is repeated for at least in each."""
     from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
     from sqlheads.verbs.encoders import encoder_ref
@@ -414,10 +420,11 @@ def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[s
     for run in paths.values():
         run(texts[:16])
     best = dict.fromkeys(paths, 0.0)
-    for _ in range(SPEED_ROUNDS):
+    rounds, min_seconds = speed
+    for _ in range(rounds):
         for name, run in paths.items():
             scored, started = 0, time.perf_counter()
-            while (elapsed := time.perf_counter() - started) < MIN_ROUND_SECONDS:
+            while (elapsed := time.perf_counter() - started) < min_seconds:
                 run(texts)
                 scored += len(texts)
             best[name] = max(best[name], scored / elapsed)

@@ -16,20 +16,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
-# Weights come from site-packages; the hub is unreachable. A fresh cache per test session
-# exercises the first-use export path, as a new user would; it holds gigabytes of exports by
-# the end, so the session that made it removes it (CI's disk is not ours to fill).
+# Weights come from site-packages; the hub is unreachable. Unless SQLHEADS_CACHE names a cache,
+# each test session has a fresh one (registered encoders, sidecar jobs' teachers: gigabytes by
+# the end, removed with the session, CI's disk not being ours to fill), except for what is the
+# same on every run: the catalogue's ONNX exports and the unpacked MPNet archive, kept where
+# sqlheads keeps them on this machine (~/.cache/sqlheads), so that a second run exports nothing.
+# The first use is checked once, on an empty cache of its own (tests/test_cli_progress.py).
 os.environ["HF_HUB_OFFLINE"] = "1"
 OWN_CACHE = None if "SQLHEADS_CACHE" in os.environ else tempfile.mkdtemp(prefix="sqlheads-cache-")
 if OWN_CACHE:
     os.environ["SQLHEADS_CACHE"] = OWN_CACHE
+    for kept in ("exports", "models"):  # written atomically: sessions may share them
+        (Path.home() / ".cache" / "sqlheads" / kept).mkdir(parents=True, exist_ok=True)
+        (Path(OWN_CACHE) / kept).symlink_to(Path.home() / ".cache" / "sqlheads" / kept)
 
 from sqlheads import datasets, host  # noqa: E402
 from sqlheads.engine import kinds  # noqa: E402
 from sqlheads.engine.students.distillation import DistillParams  # noqa: E402
 from sqlheads.store.repository import Store  # noqa: E402
+from sqlheads.store.schema import job_queue  # noqa: E402
 from sqlheads.store.vectors import unpack_rows  # noqa: E402
 
 
@@ -187,6 +194,28 @@ def order_free_metrics(metrics_json: str) -> dict:
     metrics = json.loads(metrics_json)
     metrics.get("baseline", {}).pop("seconds", None)
     return metrics
+
+
+def silent_for(store: Store, seconds: int) -> None:
+    """Every running job's last heartbeat ``seconds`` further back: the database's clock (its
+    own time stamps decide which claim is stale) moved on without a beat, and no test sleeps."""
+    beat = job_queue.c.heartbeat_at
+    with store.engine.begin() as c:
+        c.execute(update(job_queue).values(heartbeat_at=func.datetime(beat, f"-{seconds} seconds")))
+
+
+def invoke(*arguments: str, width: int = 80):
+    """``sqlheads ARGUMENTS`` through Typer's test runner, on a terminal ``width`` columns wide."""
+    from typer.testing import CliRunner
+
+    from sqlheads.cli import app
+
+    return CliRunner().invoke(app, list(arguments), env={"COLUMNS": str(width)})
+
+
+def versions_of(store: Store, head: str) -> list[int]:
+    """The versions of ``head`` in the store, in order."""
+    return sorted(store.read_view("model_summary", head=head)["version"].tolist())
 
 
 def count_rows(store: Store, table) -> int:

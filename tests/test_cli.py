@@ -1,15 +1,13 @@
-"""The command line: --json output, errors with numbers, and the demo end to end."""
+"""The command line mirrors the procedures: each verb's JSON, global options anywhere on the
+line, one count of rejects, a head's versions on one encoder, the demo end to end, and a store
+another sqlheads made upgraded or refused. Real SQLite files, the real CLI, real encoders."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-import pandas as pd
 import pytest
-from conftest import run_demo
+from conftest import invoke, run_demo, versions_of
 from typer.testing import CliRunner
 
 from sqlheads import datasets, host
@@ -18,6 +16,8 @@ from sqlheads.store import migrations
 from sqlheads.store.repository import Store
 
 runner = CliRunner()
+
+
 LABELS = "SELECT item_key, label FROM reviews"
 
 
@@ -88,18 +88,97 @@ def test_cli_mirrors_the_procedures_one_to_one(tmp_path, rt_sample):
     assert error["number"] == 50002
 
 
-def test_errors_without_json_are_one_readable_line(tmp_path):
-    result = runner.invoke(
-        app, ["--url", f"sqlite:///{tmp_path / 'x.db'}", "roll-back", "--head", "nothing"]
-    )
-    assert result.exit_code == 2
-    assert "error 50001" in result.output and "never trained" in result.output
-
-
 def test_url_defaults_to_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SQLHEADS_URL", f"sqlite:///{tmp_path / 'env.db'}")
     assert runner.invoke(app, ["--json", "init"]).exit_code == 0
     assert (tmp_path / "env.db").exists()
+
+
+def test_global_options_are_accepted_after_the_command(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert invoke("--url", url, "init").exit_code == 0
+    after = invoke("jobs", "--json", "--url", url)
+    assert after.exit_code == 0, after.output
+    assert json.loads(after.stdout) == {"jobs": []}
+    equals = invoke("models", f"--url={url}", "--json")
+    assert equals.exit_code == 0, equals.output
+    assert json.loads(equals.stdout) == {"models": []}
+
+
+def test_an_option_value_that_reads_like_a_global_option_stays_a_value(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    assert invoke("--url", url, "init").exit_code == 0
+    result = invoke("--url", url, "models", "--head", "--json")  # a head named "--json"
+    assert result.exit_code == 2
+    assert "error 50002" in result.output  # refused as a name, not taken as the flag
+
+
+# -- one count of rejects ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rows", "rejects"),
+    [
+        # 20 keys given twice: 20 rejects, one a key, every copy refused
+        ([(f"k{n % 20}", f"text {n}") for n in range(40)] + [("fine", "a fine film")], 20),
+        # 100 rows without a key: the one reject under the empty key
+        ([(None, f"text {n}") for n in range(100)] + [("fine", "a fine film")], 1),
+    ],
+    ids=["duplicated keys", "NULL keys"],
+)
+def test_one_count_of_rejects_in_the_run_the_set_and_the_table(store: Store, rows, rejects):
+    with store.engine.begin() as c:
+        c.exec_driver_sql("CREATE TABLE notes (item_key TEXT, text TEXT)")
+        c.exec_driver_sql("INSERT INTO notes VALUES (?, ?)", rows)
+    url = str(store.engine.url)
+    result = runner.invoke(app, ["--url", url, "--json", "embed", "--set", "notes",
+                                 "--source", "SELECT item_key, text FROM notes"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    with store.engine.connect() as c:
+        in_table = c.exec_driver_sql("SELECT COUNT(*) FROM rejects").scalar_one()
+    assert (said["rejected"], said["set_rejects"], in_table) == (rejects,) * 3, said
+    assert (said["rows_read"], said["embedded"]) == (len(rows), 1)
+
+
+# -- a head's versions on one encoder ---------------------------------------------------------
+
+
+def test_train_refuses_a_set_of_another_encoder_than_the_headsversions_of(embedded: Store):
+    """v1 on the default encoder's set; a set of another encoder (MiniLM in fp32, a second
+    encoder of the store) is refused for v2, naming both encoders and both ways out, until the
+    change is asked for."""
+    url = str(embedded.engine.url)
+    labels = "SELECT item_key, label FROM reviews"
+    host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2)
+    host.register_encoder(embedded, name="minilm-fp32", quantization="none")
+    host.embed(
+        embedded, set_name="reviews_fp32", source="SELECT item_key, text FROM reviews",
+        encoder="minilm-fp32",
+    )  # fmt: skip
+    train = ["--url", url, "--json", "train", "--head", "h", "--set", "reviews_fp32"]
+    train += ["--labels", labels, "--epochs", "2"]
+    refused = runner.invoke(app, train)
+    assert refused.exit_code == 2, refused.output
+    error = json.loads(refused.stdout)
+    assert error["number"] == 50007, error
+    said = error["error"]
+    for named in ("all-MiniLM-L6-v2-int8", "minilm-fp32", "--allow-encoder-change", "--head"):
+        assert named in said, said
+    assert versions_of(embedded, "h") == [1]
+    changed = runner.invoke(app, [*train, "--allow-encoder-change"])
+    assert changed.exit_code == 0, changed.output
+    assert json.loads(changed.stdout)["version"] == 2
+
+
+def test_train_on_the_heads_own_encoder_needs_no_option(embedded: Store):
+    labels = "SELECT item_key, label FROM reviews"
+    for version in (1, 2):
+        trained = host.train(embedded, head="h", set_name="reviews", labels=labels, epochs=2)
+        assert trained["version"] == version
+
+
+# -- the demo -------------------------------------------------------------------------------
 
 
 def _rows_per_table(store: Store) -> dict[str, int]:
@@ -157,68 +236,7 @@ def test_demo_reruns_in_place_and_the_file_does_not_grow(demo_run, copy_database
     assert _rows_per_table(Store.from_url(f"sqlite:///{copy}")) == before
 
 
-def test_an_unsupported_database_url_is_a_numbered_error_without_a_traceback():
-    completed = subprocess.run(
-        [sys.executable, "-m", "sqlheads.cli", "--url", "postgresql://ann:secret@db/x", "models"],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=300,
-    )
-    assert completed.returncode == 2
-    said = completed.stdout + completed.stderr
-    assert "Traceback" not in said and "secret" not in said
-    assert "error 50030" in said and "sqlite:///" in said and "sqlheads[mssql]" in said
-
-
-def test_progress_lines_go_to_stderr_when_it_is_not_a_terminal(embedded):
-    url = embedded.engine.url.render_as_string(hide_password=False)
-    commands = [
-        ["embed", "--set", "again", "--source", "SELECT item_key, text FROM reviews"],
-        ["train", "--head", "h", "--set", "reviews", "--labels", LABELS, "--epochs", "3"],
-    ]
-    said = []
-    for command in commands:
-        completed = subprocess.run(
-            [sys.executable, "-m", "sqlheads.cli", "--url", url, "--json", *command],
-            capture_output=True,  # stderr is a pipe, as under a scheduler or in a log file
-            text=True,
-            env=os.environ.copy(),
-            timeout=900,
-        )
-        assert completed.returncode == 0, completed.stderr
-        json.loads(completed.stdout)  # stdout stays one JSON object
-        said.append(completed.stderr)
-    assert "embedding again: 600 of 600 rows (100 %)" in said[0] and "rows/s" in said[0]
-    # a rate as a person reads it: epochs a second, or under one a second, seconds an epoch
-    assert "training h: 3 of 3 epochs (100 %)" in said[1]
-    assert "epochs/s" in said[1] or "s/epoch" in said[1], said[1]
-
-
-def test_embed_names_the_encoder_export_as_a_stage(store):
-    pd.DataFrame({"item_key": ["a"], "text": ["Fine."]}).to_sql("notes", store.engine, index=False)
-    stages: list[str] = []
-
-    def heard(done: int, total: int | None, stage: str | None) -> None:
-        if stage is not None:
-            stages.append(stage)
-
-    host.embed(store, set_name="notes", source="SELECT item_key, text FROM notes", progress=heard)
-    # an export on this machine's first use, the cached export after it (tests/test_cli_newcomer.py)
-    first_use = "exporting all-MiniLM-L6-v2-int8 to ONNX (first use on this machine)"
-    cached = "registering all-MiniLM-L6-v2-int8 from this machine's cached ONNX export"
-    assert stages[0] in (first_use, cached) and stages[1:] == ["embedding notes"]
-
-
-def test_models_fits_80_columns_and_wide_shows_the_rest(embedded):
-    url = embedded.engine.url.render_as_string(hide_password=False)
-    host.train(embedded, head="review_sentiment", set_name="reviews", labels=LABELS, epochs=2)
-    narrow = runner.invoke(app, ["--url", url, "models"], env={"COLUMNS": "80"})
-    assert narrow.exit_code == 0, narrow.output
-    assert "…" not in narrow.output and "review_sentiment" in narrow.output
-    assert max(map(len, narrow.output.splitlines())) <= 80
-    wide = runner.invoke(app, ["--url", url, "models", "--wide"], env={"COLUMNS": "400"})
-    assert "encoder_name" in wide.output and "all-MiniLM-L6-v2-int8" in wide.output
+# -- a store of another sqlheads ----------------------------------------------------------------
 
 
 def test_a_file_an_older_sqlheads_made_is_upgraded_on_first_use_and_a_newer_ones_refused(

@@ -8,6 +8,7 @@ row. Real heads, a real word student distilled from a real head's logits, real S
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -103,22 +104,25 @@ def test_deploy_keeps_only_the_keys_scored_before(embedded: Store):
     assert _dashboard(embedded) == {2: 25}
 
 
-@pytest.fixture
-def taught(embedded: Store, rt_sample: pd.DataFrame) -> Store:
+@pytest.fixture(scope="module")
+def taught_template(
+    tmp_path_factory, embedded_template: Path, copy_sqlite, rt_sample: pd.DataFrame
+) -> Path:
     """Head version 1 deployed and scored; a word student distilled from its logits, not
     deployed (version 2)."""
-    _train(embedded)
-    host.predict(embedded, head="sentiment", set_name="reviews")
-    model = embedded.find_model("sentiment", 1)
-    head = kinds.model_kind("head").load(embedded.model_blob(model.model_id))
+    store = copy_sqlite(embedded_template, tmp_path_factory.mktemp("taught") / "heads.db")
+    _train(store)
+    host.predict(store, head="sentiment", set_name="reviews")
+    model = store.find_model("sentiment", 1)
+    head = kinds.model_kind("head").load(store.model_blob(model.model_id))
     keys = rt_sample["item_key"].tolist()
-    vectors = embedded.vectors_for_keys(embedded.require_set("reviews").set_id, keys)
+    vectors = store.vectors_for_keys(store.require_set("reviews").set_id, keys)
     logits = np.log(head.predict_proba(unpack_rows([vectors[k] for k in keys], 384)) + 1e-6)
     pd.DataFrame({"item_key": keys, "negative": logits[:, 0], "positive": logits[:, 1]}).to_sql(
-        "teacher_logits", embedded.engine, index=False
+        "teacher_logits", store.engine, index=False
     )
     host.distill(
-        embedded,
+        store,
         head="sentiment",
         set_name="reviews",
         labels=LABELS,
@@ -127,7 +131,14 @@ def taught(embedded: Store, rt_sample: pd.DataFrame) -> Store:
         deploy="never",
         epochs=2,
     )
-    return embedded
+    store.engine.dispose()
+    return Path(store.engine.url.database)
+
+
+@pytest.fixture
+def taught(taught_template: Path, copy_database) -> Store:
+    """A copy of taught_template of its own (built once, for the module)."""
+    return copy_database(taught_template)
 
 
 def test_a_text_model_rescores_from_the_sets_source(taught: Store, rt_sample):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import pytest
+from conftest import silent_for
 from sqlalchemy import func, update
 
 from sqlheads.errors import (
@@ -99,7 +99,7 @@ def test_stale_claim_is_taken_over(store: Store) -> None:
     (job,) = queue.enqueue("embed", "reviews", PARAMS)
     queue.claim("killed")
     assert queue.claim("w2") is None  # its heartbeat is fresh
-    time.sleep(3.1)  # CURRENT_TIMESTAMP has whole seconds
+    silent_for(store, seconds=3)
     taken = queue.claim("w2")
     assert (taken.job_id, taken.attempts, taken.claimed_by) == (job.job_id, 2, "w2")
     with pytest.raises(JobClaimLostError) as lost:  # the old claimer, if it comes back

@@ -40,13 +40,21 @@ def view(store: Store, name: str) -> pd.DataFrame:
         return pd.read_sql(text(f"SELECT * FROM {name}"), c)
 
 
-@pytest.fixture
-def half(embedded: Store) -> Store:
+@pytest.fixture(scope="module")
+def half_template(tmp_path_factory, embedded_template: Path, copy_sqlite) -> Path:
     """Version 1 of the head trained on the reviews of even keys and deployed; every review
     scored."""
-    host.train(embedded, head=HEAD, set_name="reviews", labels=FIRST, deploy="always")
-    host.predict(embedded, head=HEAD, set_name="reviews")
-    return embedded
+    store = copy_sqlite(embedded_template, tmp_path_factory.mktemp("half") / "heads.db")
+    host.train(store, head=HEAD, set_name="reviews", labels=FIRST, deploy="always")
+    host.predict(store, head=HEAD, set_name="reviews")
+    store.engine.dispose()
+    return Path(store.engine.url.database)
+
+
+@pytest.fixture
+def half(half_template: Path, copy_database) -> Store:
+    """A copy of half_template of its own (built once, for the module)."""
+    return copy_database(half_template)
 
 
 def labelled_count(store: Store, where: str = EVEN) -> int:

@@ -8,10 +8,14 @@ tests/test_sqlserver_live_audit.py."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from sqlheads.cli import app
 from sqlheads.errors import BusyError
 from sqlheads.store.repository import SET_BUSY, Store
 
@@ -79,3 +83,34 @@ def test_drop_head_waits_for_a_predict_that_uses_the_head(file_store: Store) -> 
     ):
         file_store.drop_head("sentiment", lock_timeout_ms=0)
     assert busy.value.number == 50016
+
+
+# -- the lock folder ---------------------------------------------------------------------------
+
+
+def _git(folder, *arguments: str) -> str:
+    return subprocess.run(
+        ["git", *arguments], cwd=folder, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_the_lock_folder_is_hidden_and_out_of_a_users_git_status(tmp_path):
+    """A store in a folder under git (the user's, without our .gitignore): after a verb took
+    its locks, nothing but the store itself is new to ``git status``, and ``ls`` shows no lock
+    folder."""
+    _git(tmp_path, "init", "-q")
+    url = f"sqlite:///{tmp_path / 'notes.db'}"
+    assert CliRunner().invoke(app, ["--url", url, "init"]).exit_code == 0
+    Store.from_url(url).engine.dispose()
+    with Store.from_url(url).lock("set", "reviews", 0, SET_BUSY):
+        pass
+    untracked = _git(tmp_path, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert [line for line in untracked if "notes.db" not in line or "lock" in line] == []
+    shown = [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert set(shown) <= {"notes.db", "notes.db-wal", "notes.db-shm"}, shown  # SQLite's own
+
+
+def test_the_projects_gitignore_ignores_the_demos_lock_folder():
+    root = Path(__file__).resolve().parents[1]
+    for path in ("sqlheads-demo.db.locks/set.x.rwlock", ".sqlheads-demo.db.locks/set.x.rwlock"):
+        assert _git(root, "check-ignore", "--no-index", path).strip() == path, path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,14 +44,22 @@ def figure_count(store: Store) -> int:
         return connection.execute(select(func.count()).select_from(s.model_figures)).scalar_one()
 
 
-@pytest.fixture
-def trained(embedded: Store) -> Store:
+@pytest.fixture(scope="module")
+def trained_template(tmp_path_factory, embedded_template: Path, copy_sqlite) -> Path:
     """Like the demo: a head trained on every labelled row, deployed, the set scored; then a
     second, undeployed version to compare with."""
-    host.train(embedded, head=HEAD, set_name="reviews", labels=LABELS, deploy="always")
-    host.predict(embedded, head=HEAD, set_name="reviews")
-    host.train(embedded, head=HEAD, set_name="reviews", labels=LABELS, epochs=5, deploy="never")
-    return embedded
+    store = copy_sqlite(embedded_template, tmp_path_factory.mktemp("trained") / "heads.db")
+    host.train(store, head=HEAD, set_name="reviews", labels=LABELS, deploy="always")
+    host.predict(store, head=HEAD, set_name="reviews")
+    host.train(store, head=HEAD, set_name="reviews", labels=LABELS, epochs=5, deploy="never")
+    store.engine.dispose()
+    return Path(store.engine.url.database)
+
+
+@pytest.fixture
+def trained(trained_template: Path, copy_database) -> Store:
+    """A copy of trained_template of its own (built once, for the module)."""
+    return copy_database(trained_template)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ encoder, real reviews. The SQL Server half (heads.set_source) is in the policy a
 from __future__ import annotations
 
 import getpass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,10 +27,12 @@ LABELS = "SELECT item_key, label FROM reviews"
 SOFT = "SELECT item_key, negative, positive FROM teacher_logits"
 
 
-@pytest.fixture
-def owned(store: Store, rt_sample: pd.DataFrame) -> Store:
+@pytest.fixture(scope="module")
+def owned_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
     """60 real reviews (30 a class) embedded into set 'reviews' by this OS user, and a
     teacher's logits for them in a table of the caller's."""
+    store = Store.from_url(f"sqlite:///{tmp_path_factory.mktemp('owned') / 'heads.db'}")
+    host.init(store)
     tiny = pd.concat(g.head(30) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
     tiny.to_sql("reviews", store.engine, index=False)
     rng = np.random.default_rng(0)
@@ -43,7 +46,14 @@ def owned(store: Store, rt_sample: pd.DataFrame) -> Store:
     )
     logits.to_sql("teacher_logits", store.engine, index=False)
     host.embed(store, set_name="reviews", source=SOURCE)
-    return store
+    store.engine.dispose()
+    return Path(store.engine.url.database)
+
+
+@pytest.fixture
+def owned(owned_template: Path, copy_database) -> Store:
+    """A copy of owned_template of its own (built once, for the module)."""
+    return copy_database(owned_template)
 
 
 def _stored_by(store: Store, user: str | None) -> None:

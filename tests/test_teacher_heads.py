@@ -247,20 +247,32 @@ def test_the_teachers_progress_counts_each_stage_against_its_own_total(taught: S
         assert re.search(finished, result.stderr), result.stderr
 
 
-def test_the_default_count_of_transfer_rows_is_the_student_kinds(taught: Store):
+def test_the_default_count_of_transfer_rows_is_the_student_kinds(taught: Store, monkeypatch):
     """With no ``transfer_rows`` a student asks for its kind's measured count (the TF-IDF
-    student 6,000, the word student DEFAULT_ROWS); the bigger ask reuses the smaller's cache."""
-    from sqlheads.engine.kinds import student_kind
+    student 6,000, the word student DEFAULT_ROWS); the bigger ask reuses the smaller's cache,
+    and an ask beyond what the training rows make takes all they make. A tenth of the rows are
+    labelled and the TF-IDF kind's count is cut to 300, so that the teacher scores about a
+    thousand rows, not 12,000: the counts come from the kinds all the same."""
+    from dataclasses import replace
+
+    from sqlheads.engine import kinds
     from sqlheads.engine.students.transfer import DEFAULT_ROWS
 
-    assert student_kind("word").transfer_rows == DEFAULT_ROWS > 6_000
-    assert student_kind("tfidf").transfer_rows == student_kind("encoder").transfer_rows == 6_000
-    tfidf = _distill(taught, student="tfidf", transfer_rows=None)
-    assert tfidf["teacher_rows_scored"]["transfer_rows_scored"] == 6_000
-    assert tfidf["rows_train"] == 480 + 6_000
-    word = _distill(taught, transfer_rows=None)
+    assert kinds.student_kind("word").transfer_rows == DEFAULT_ROWS > 6_000
+    assert kinds.student_kind("tfidf").transfer_rows == 6_000
+    assert kinds.student_kind("encoder").transfer_rows == 6_000
+    tfidf_kind = kinds.KINDS["tfidf_student"]
+    monkeypatch.setitem(kinds.KINDS, "tfidf_student", replace(tfidf_kind, transfer_rows=300))
+    tenth = "WHERE substr(item_key, -1) = '3'"  # 60 rows of both classes
+    some = {"labels": f"{LABELS} {tenth}", "source": f"SELECT item_key, text FROM reviews {tenth}"}
+    tfidf = _distill(taught, **some, student="tfidf", transfer_rows=None)
+    assert tfidf["teacher_rows_scored"]["transfer_rows_scored"] == 300
+    own = tfidf["rows_train"] - 300  # the labelled rows it learns from, less the held-out ones
+    assert 0 < own < 60
+    word = _distill(taught, **some, transfer_rows=None)
     scored = word["teacher_rows_scored"]
-    assert scored["transfer_rows_cached"] == 6_000 and scored["transfer_rows_scored"] > 0
-    # 480 training rows make fewer than DEFAULT_ROWS copies: all of them, then
-    assert word["rows_train"] == 480 + 6_000 + scored["transfer_rows_scored"]
-    assert _count(taught, s.transfer_rows) == 6_000 + scored["transfer_rows_scored"]
+    assert scored["transfer_rows_cached"] == 300 and scored["transfer_rows_scored"] > 0
+    # so few training rows make fewer than DEFAULT_ROWS copies: all of them, then
+    made = 300 + scored["transfer_rows_scored"]
+    assert made < DEFAULT_ROWS and word["rows_train"] == own + made
+    assert _count(taught, s.transfer_rows) == made

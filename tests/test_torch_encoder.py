@@ -68,6 +68,9 @@ def registered(tmp_path_factory):
     return found
 
 
+LONG_TEXT_MODES = ("window", "truncate")
+
+
 def _torch(entry: dict, **options) -> TorchEncoder:
     record = entry["record"]
     return TorchEncoder.for_encoder(
@@ -225,6 +228,17 @@ def test_a_gpu_asked_for_and_absent_is_refused(registered):
         )
 
 
+@pytest.fixture(scope="module")
+def serial(registered, texts) -> dict:
+    """The serial path's windows and vectors (no pipeline, no padding to a multiple, default
+    attention) in both long-text modes: what every lever must give."""
+    serial = _torch(
+        registered["none"], precision="fp32", pipeline_rows=0, pad_multiple=1, attention="default"
+    )
+    both = texts["short"] + texts["long"]
+    return {mode: serial.encode(both, batch_size=8, long_text=mode) for mode in LONG_TEXT_MODES}
+
+
 @pytest.mark.parametrize(
     "settings",
     [
@@ -234,15 +248,12 @@ def test_a_gpu_asked_for_and_absent_is_refused(registered):
         {"pipeline_rows": 7, "pad_multiple": 32, "attention": "no-cudnn"},  # the GPU recipe
     ],
 )
-def test_the_gpu_levers_give_the_serial_paths_vectors(registered, texts, settings):
+def test_the_gpu_levers_give_the_serial_paths_vectors(registered, texts, serial, settings):
     # Tolerance 1e-5 per component: only float rounding may differ (other batch neighbours
     # and padding widths change the order of sums, never what is summed).
-    entry = registered["none"]
     both = texts["short"] + texts["long"]
-    serial = _torch(entry, precision="fp32", pipeline_rows=0, pad_multiple=1, attention="default")
-    levers = _torch(entry, precision="fp32", **settings)
-    for mode in ("window", "truncate"):
-        theirs = serial.encode(both, batch_size=8, long_text=mode)
+    levers = _torch(registered["none"], precision="fp32", **settings)
+    for mode, theirs in serial.items():
         ours = levers.encode(both, batch_size=8, long_text=mode)
         np.testing.assert_array_equal(ours.windows, theirs.windows)
         np.testing.assert_allclose(ours.vectors, theirs.vectors, atol=1e-5)
