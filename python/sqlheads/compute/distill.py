@@ -40,10 +40,12 @@ from sqlheads.errors import (
 )
 from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
 from sqlheads.store.keys import required_keys
-from sqlheads.store.vectors import unpack_rows
+from sqlheads.store.vectors import HALF_DTYPE, unpack_rows
 
-# The export checks a student passed, recorded in its metrics when it ran them.
+# The export checks a student passed, and how an encoder student was made (the model's layers
+# it kept, the rows whose teacher vector it learnt), recorded in its metrics when it has them.
 EXPORT_CHECKS = ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "quantization")
+FIT_FACTS = ("layers_kept", "feature_rows")
 
 
 def distill(
@@ -67,11 +69,13 @@ def distill(
     labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
     where it has none); the student's input (``text`` for a word student, ``vector`` for a head
     student of ``dim`` floats); optionally ``in_transfer`` (1 for the rows the caller wants
-    distilled on). The held-out split is the one ``train`` makes from the same labels and seed;
-    no held-out row is distilled on, and one named in ``in_transfer`` is refused. A word
-    student starts from the set encoder's ``tokenizer_json`` and ``encoder_onnx``. ``progress``
-    hears of the run in the kind's ``progress_unit``: epochs (word and head students), optimiser
-    steps (encoder) or L-BFGS iterations (tfidf).
+    distilled on) and ``teacher_vector`` (the teacher encoder's vector of the row, float16
+    bytes, NULL where it has none: what an encoder student's feature loss learns). The
+    held-out split is the one ``train`` makes from the same labels and seed; no held-out row
+    is distilled on, and one named in ``in_transfer`` is refused. A word student starts from
+    the set encoder's ``tokenizer_json`` and ``encoder_onnx``. ``progress`` hears of the run in
+    the kind's ``progress_unit``: epochs (word and head students), optimiser steps (encoder) or
+    L-BFGS iterations (tfidf).
     """
     started = time.perf_counter()
     student_params = student_params.validate()
@@ -85,6 +89,7 @@ def distill(
     fit = kinds.StudentFit(
         params=student_params,
         distill=distill_params,
+        teacher_vectors=None if rows.vectors is None else rows.vectors[rows.train],
         tokenizer_json=tokenizer_json,
         encoder_onnx=encoder_onnx,
         progress=progress,
@@ -133,6 +138,7 @@ class DistillRows:
     labelled: np.ndarray  # bool: a gold label
     logits: np.ndarray  # the teacher's, in ``classes`` order; NaN where it has none
     has_logits: np.ndarray  # bool
+    vectors: np.ndarray | None  # the teacher encoder's; NaN rows where it has none
     has_input: np.ndarray  # bool: the student's input (a text or a vector)
     train: np.ndarray  # the rows distilled on
     test: np.ndarray  # the held-out rows
@@ -177,6 +183,7 @@ def split_rows(
         labelled=labelled,
         logits=logits,
         has_logits=has_logits,
+        vectors=_teacher_vectors(input_data),
         has_input=has_input,
         train=np.flatnonzero(distilled & has_input),
         test=np.flatnonzero(held_out),
@@ -210,6 +217,21 @@ def _teacher_logits(
             :, order
         ]
     return logits, has_logits
+
+
+def _teacher_vectors(input_data: pd.DataFrame) -> np.ndarray | None:
+    """The teacher encoder's vector of each row (float16 bytes in), NaN rows where it has
+    none; None when no row has one."""
+    if "teacher_vector" not in input_data.columns:
+        return None
+    has = input_data["teacher_vector"].notna().to_numpy()
+    if not has.any():
+        return None
+    blobs = input_data["teacher_vector"][has].tolist()
+    dim = len(blobs[0]) // HALF_DTYPE.itemsize
+    vectors = np.full((len(input_data), dim), np.nan, dtype=np.float32)
+    vectors[has] = unpack_rows(blobs, dim, HALF_DTYPE)
+    return vectors
 
 
 def _distilled_on(
@@ -316,7 +338,7 @@ def _metrics(
         else None
     )
     metrics["teacher_rows_test"] = int(teacher_known.sum())
-    for check in EXPORT_CHECKS:
+    for check in EXPORT_CHECKS + FIT_FACTS:
         if getattr(model, f"{check}_", None) is not None:
             metrics[check] = getattr(model, f"{check}_")
     metrics["drift"] = _drift_reference(kind, model, rows, train_inputs, test_inputs)

@@ -43,7 +43,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store import transfer_cache
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
-from sqlheads.store.vectors import pack_rows, unpack_rows
+from sqlheads.store.vectors import HALF_DTYPE, pack_rows, unpack_rows
 from sqlheads.verbs.rows import RowSource, text_source
 
 CACHE_CHUNK = 1024  # transfer rows scored and committed at a time
@@ -140,7 +140,9 @@ def refuse_other_classes(teacher: TeacherHead, classes: list[str]) -> None:
 def own_soft_labels(
     store: Store, teacher: TeacherHead, texts: Mapping[str, str], progress: Progress | None
 ) -> pd.DataFrame:
-    """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes).
+    """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes) and,
+    for a teacher that reads vectors, its encoder's vector of each row (``vector``, float16
+    bytes; None for a teacher that reads text).
 
     A head reuses the vectors its set holds for a key whose stored text is the same text;
     the rest are scored now."""
@@ -148,26 +150,39 @@ def own_soft_labels(
     keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
     logits = np.zeros((len(keys), len(teacher.classes)), dtype=np.float32)
     todo = np.ones(len(keys), dtype=bool)
-    if model_kind(teacher.model.kind).reads == "vector":
+    reads_vectors = model_kind(teacher.model.kind).reads == "vector"
+    vectors = None
+    if reads_vectors:
+        vectors = np.zeros((len(keys), teacher.teacher.encoder.dim), dtype=np.float32)
         hashes = store.stored_hashes(teacher.model.set_id, keys)
         same = [i for i, k in enumerate(keys) if hashes.get(k) == text_sha256(str(texts[k]))]
         if same:
             stored = store.vectors_for_keys(teacher.model.set_id, [keys[i] for i in same])
-            vectors = unpack_rows([stored[keys[i]] for i in same], teacher.teacher.encoder.dim)
-            logits[same] = as_logits(teacher.teacher.probabilities_of_vectors(vectors))
+            vectors[same] = unpack_rows([stored[keys[i]] for i in same], vectors.shape[1])
+            logits[same] = as_logits(teacher.teacher.probabilities_of_vectors(vectors[same]))
             todo[same] = False
     missing = np.flatnonzero(todo)
     if len(missing):
         if progress is not None:
             progress(0, len(missing), f"teacher {teacher.head}: the student's rows")
-        probabilities = teacher.teacher.probabilities(
+        probabilities, embedded = teacher.teacher.scored(
             [str(texts[keys[i]]) for i in missing], progress
         )
         logits[missing] = as_logits(probabilities)
+        if vectors is not None and embedded is not None:
+            vectors[missing] = embedded
     teacher.scored["own_rows_from_stored_vectors"] = len(keys) - len(missing)
     teacher.scored["own_rows_scored"] = len(missing)
     teacher.seconds["own_rows"] = time.perf_counter() - started
-    return pd.DataFrame({"item_key": keys, "logits": pack_rows(logits)})
+    return pd.DataFrame(
+        {"item_key": keys, "logits": pack_rows(logits), "vector": _half(vectors, len(keys))}
+    )
+
+
+def _half(vectors: np.ndarray | None, rows: int) -> list[bytes | None]:
+    """Each row's vector as float16 bytes (a teacher's vectors, as the cache keeps them);
+    None for every row when the teacher made none."""
+    return [None] * rows if vectors is None else pack_rows(vectors, HALF_DTYPE)
 
 
 def transfer_soft_labels(
@@ -180,7 +195,8 @@ def transfer_soft_labels(
     exclude: list[str] | None = None,
 ) -> pd.DataFrame:
     """Transfer rows made from ``origin`` (key -> text: rows the student may learn from, never
-    held-out ones) with the teacher's logits: ``text``, ``origin_key``, ``how``, ``logits``.
+    held-out ones) with the teacher's logits and its encoder's vectors: ``text``,
+    ``origin_key``, ``how``, ``logits``, ``vector`` (float16 bytes, None where it made none).
 
     ``student_encoder`` (sha256, ONNX bytes, tokenizer JSON) supplies the replacement words.
     Cached rows are read back; the missing ones are built, scored and cached in chunks, each
@@ -188,7 +204,7 @@ def transfer_soft_labels(
     started = time.perf_counter()
     if recipe.rows == 0 or not origin:
         teacher.scored |= {"transfer_rows_cached": 0, "transfer_rows_scored": 0}
-        return pd.DataFrame(columns=["text", "origin_key", "how", "logits"])
+        return pd.DataFrame(columns=["text", "origin_key", "how", "logits", "vector"])
     sha256, onnx, tokenizer_json = student_encoder
     cached = transfer_cache.open_transfer_set(
         store,
@@ -214,8 +230,8 @@ def transfer_soft_labels(
         for start in range(0, len(todo), CACHE_CHUNK):
             chunk = todo[start : start + CACHE_CHUNK]
             texts = [rows[i].text for i in chunk]
-            logits = as_logits(
-                teacher.teacher.probabilities(texts, after(progress, start, len(todo)))
+            probabilities, vectors = teacher.teacher.scored(
+                texts, after(progress, start, len(todo))
             )
             transfer_cache.add_transfer_rows(
                 store,
@@ -228,8 +244,14 @@ def transfer_soft_labels(
                         "how": rows[i].how,
                         "text": rows[i].text,
                         "logits": blob,
+                        "vector": vector,
                     }
-                    for i, blob in zip(chunk, pack_rows(logits), strict=True)
+                    for i, blob, vector in zip(
+                        chunk,
+                        pack_rows(as_logits(probabilities)),
+                        _half(vectors, len(chunk)),
+                        strict=True,
+                    )
                 ],
             )
         teacher.seconds["transfer_scoring"] = time.perf_counter() - scoring_started
@@ -237,7 +259,7 @@ def transfer_soft_labels(
     teacher.scored["transfer_rows_cached"] = wanted - len(todo)
     found = transfer_cache.read_transfer_rows(store, cached, wanted)
     teacher.seconds["transfer_rows"] = time.perf_counter() - started
-    return found[["text", "origin_key", "how", "logits"]]
+    return found[["text", "origin_key", "how", "logits", "vector"]]
 
 
 @dataclass
@@ -246,8 +268,9 @@ class Taught:
     transfer rows with theirs, and the report of what the teacher scored."""
 
     teacher: TeacherHead
-    soft: pd.DataFrame  # item_key, logits (bytes, the teacher's classes' order)
-    transfer: pd.DataFrame  # item_key (made up, never a real key), text, logits, origin_key
+    soft: pd.DataFrame  # item_key, logits (bytes, the teacher's classes' order), vector
+    # item_key (made up, never a real key), text, logits, origin_key, vector (float16 or None)
+    transfer: pd.DataFrame
     report: dict[str, Any]
 
     @property
@@ -257,7 +280,8 @@ class Taught:
 
     def with_transfer_rows(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` (distill's input) with the transfer rows after its own: no gold label,
-        the teacher's logits, their text, and chosen for distillation when rows are chosen."""
+        the teacher's logits and vectors, their text, and chosen for distillation when rows
+        are chosen."""
         if self.transfer.empty:
             return frame
         extra = pd.DataFrame(
@@ -265,6 +289,7 @@ class Taught:
                 "item_key": self.transfer["item_key"],
                 "label": None,
                 "logits": self.transfer["logits"],
+                "teacher_vector": self.transfer["vector"],
                 "text": self.transfer["text"],
             }
         )
