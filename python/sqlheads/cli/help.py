@@ -27,6 +27,10 @@ def hide_flag_types() -> None:
 TEACHER_OPTIONS = {
     "no_students": ("Fine-tune the teacher and store its soft labels, distil no student.", None),
     "student_model": ("Encoder the encoder student starts from.", "all-MiniLM-L6-v2"),
+    "student_layers": (
+        "Transformer layers the encoder student keeps of its model's (fewer: faster).",
+        "all",
+    ),
     "epochs": ("Passes over the labelled rows.", 3),
     "batch_size": ("Rows per optimiser step (times --grad-accumulation).", 32),
     "lr": ("Peak learning rate.", 3e-5),

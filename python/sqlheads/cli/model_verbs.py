@@ -132,6 +132,20 @@ MaxStepsOption = Annotated[
     int | None, typer.Option(help="Encoder student: stop after this many steps.")
 ]
 DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
+LayersOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Encoder student: keep N of the model's transformer layers (MiniLM-L6: 1 to 6; "
+        "default all): fewer score faster."
+    ),
+]
+FeatureWeightOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Encoder student: weight of learning the teacher head's encoder vectors beside "
+        "its soft labels (0: soft labels alone; default 1.0)."
+    ),
+]
 
 
 @app.command()
@@ -188,6 +202,8 @@ def distill(
     student_model: StudentModelOption = None,
     max_length: MaxLengthOption = None,
     max_steps: MaxStepsOption = None,
+    layers: LayersOption = None,
+    feature_weight: FeatureWeightOption = None,
     device: DeviceOption = "auto",
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
@@ -197,6 +213,8 @@ def distill(
         student_model=student_model,
         max_length=max_length,
         max_steps=max_steps,
+        layers=layers,
+        feature_weight=feature_weight,
         device=device,
     )
     distill_params = DistillParams(

@@ -49,6 +49,9 @@ class StudentFit:
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
     progress: Progress | None = None  # in the kind's progress_unit
+    # encoder student: the teacher encoder's vector of each row it distils on (NaN rows where
+    # the teacher gave none), what its feature loss learns
+    teacher_vectors: np.ndarray | None = None
 
 
 # (inputs, classes, teacher logits, gold class indices, how) -> the fitted student
@@ -142,7 +145,13 @@ def _distill_encoder_student(
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
     p = fit.params
-    chosen = {"model": p.student_model, "max_length": p.max_length, "max_steps": p.max_steps}
+    chosen = {
+        "model": p.student_model,
+        "max_length": p.max_length,
+        "max_steps": p.max_steps,
+        "layers": p.layers,
+        "feature_weight": p.feature_weight,
+    }
     student_params = EncoderStudentParams(
         batch_size=fit.distill.batch_size,
         device=p.device,
@@ -153,6 +162,7 @@ def _distill_encoder_student(
         classes,
         logits,
         gold,
+        teacher_vectors=fit.teacher_vectors,
         distill=fit.distill,
         work_dir=None if p.work_dir is None else Path(p.work_dir),
         progress=fit.progress,
@@ -268,6 +278,8 @@ class StudentParams:
     student_model: str | None = None  # encoder student: catalogue model or HF directory
     max_length: int | None = None  # encoder student: tokens per text
     max_steps: int | None = None  # encoder student: optimiser steps at most
+    layers: int | None = None  # encoder student: transformer layers kept (None: all)
+    feature_weight: float | None = None  # encoder student: the teacher-vector loss's weight
     device: str = "auto"  # encoder student: auto, cpu, cuda or cuda:N
     work_dir: str | None = None  # encoder student: its checkpoints (a sidecar job's folder)
 
@@ -286,7 +298,7 @@ class StudentParams:
             word_student.word_student_params(self.arch)  # an unknown architecture: refused now
         encoder_only = [
             name
-            for name in ("student_model", "max_length", "max_steps")
+            for name in ("student_model", "max_length", "max_steps", "layers", "feature_weight")
             if getattr(self, name) is not None
         ]
         if encoder_only and kind.name != "encoder_student":
@@ -294,6 +306,15 @@ class StudentParams:
                 f"{', '.join(encoder_only)} tune the encoder student, not student "
                 f"{self.student!r}: drop them, or pass student='encoder'"
             )
+        if kind.name == "encoder_student" and (self.layers, self.feature_weight) != (None, None):
+            from sqlheads.engine.students.encoder import DEFAULT_MODEL, EncoderStudentParams
+
+            # refused now, before a teacher scores a row: a depth the model has not (50012)
+            EncoderStudentParams(
+                model=self.student_model or DEFAULT_MODEL,
+                layers=self.layers,
+                **({} if self.feature_weight is None else {"feature_weight": self.feature_weight}),
+            ).validate()
         return self
 
 

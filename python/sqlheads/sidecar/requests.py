@@ -117,7 +117,8 @@ def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd
     """Refuse now a teacher job that could only fail: labels (read by
     :meth:`RowSource.labels`, which refuses NULL keys with 50003) of fewer than two
     classes (50004), and, on SQLite (whose sidecar runs on this machine), a model that is not
-    installed (50041) or not a model directory (50012). A server's sidecar runs elsewhere:
+    installed (50041) or not a model directory (50012), and an encoder student of more layers
+    than its model has (50012). A server's sidecar runs elsewhere:
     there the job fails at its first attempt instead."""
     classes = sorted({str(v) for v in labelled["label"][present(labelled["label"], "text")]})
     refuse_unnamable_classes(classes)  # the teacher's classes name its soft-label columns
@@ -136,6 +137,10 @@ def check_teacher_request(store: Store, parameters: dict[str, Any], labelled: pd
             CATALOG[model].require_installed()
         else:
             model_directory(model)
+    if "encoder" in parameters["students"] and parameters["student_layers"] is not None:
+        from sqlheads.engine.students.encoder import check_layers  # as the job imports it
+
+        check_layers(parameters["student_model"], parameters["student_layers"])
 
 
 def jobs(store: Store, *, state: str | None = None, kind: str | None = None) -> dict[str, Any]:

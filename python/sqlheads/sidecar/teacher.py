@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     # the two measured against this teacher (bench sidecar); tfidf on request (long texts)
     "students": ["encoder", "word"],
     "student_model": "all-MiniLM-L6-v2",
+    "student_layers": None,  # the encoder student keeps all of its model's layers
     "deploy": settings.DEFAULT_DEPLOY,
     "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
     # rows the teacher labels beyond the set's own for its text students, scored here on the
@@ -67,8 +68,9 @@ STAGES = "stages.json"
 def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
     """The teacher job's parameters checked and completed with defaults (a numbered error
     otherwise): ``labels`` (required), ``source``, ``model``, ``students``,
-    ``student_model``, ``deploy``, ``test_fraction`` and the fine-tuning knobs of
-    :class:`sqlheads.engine.training.params.TeacherParams` — JSON-serialisable values only."""
+    ``student_model``, ``student_layers``, ``deploy``, ``test_fraction`` and the fine-tuning
+    knobs of :class:`sqlheads.engine.training.params.TeacherParams` — JSON-serialisable values
+    only."""
     from sqlheads.engine.training.params import TeacherParams
 
     # Every field of TeacherParams is accepted (a request completed once is valid again: the
@@ -104,6 +106,14 @@ def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
             raise InvalidParameterError(
                 f"{name}={request[name]!r} is not a catalogue model name or a directory path"
             )
+    layers = request["student_layers"]
+    if layers is not None and (
+        not isinstance(layers, int) or isinstance(layers, bool) or layers < 1
+    ):
+        raise InvalidParameterError(
+            f"student_layers={layers!r} must be a whole number of layers, 1 or more (at most "
+            "the student model's; MiniLM-L6: 6), or left out for all of them"
+        )
     rows = request["transfer_rows"]
     if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= 5_000_000:
         raise InvalidParameterError(
@@ -379,6 +389,7 @@ class _TeacherJob:
                 student_model=self.request["student_model"],
                 max_length=self.request["max_length"],
                 max_steps=self.request["max_steps"],
+                layers=self.request["student_layers"],
                 device=str(self.device),
                 work_dir=str(self.work_dir / "encoder_student"),
             )

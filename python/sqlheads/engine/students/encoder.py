@@ -1,11 +1,17 @@
 """The encoder student: a small transformer (MiniLM) distilled on a teacher's soft labels.
 
-It fine-tunes the whole encoder with its classification layer through the shared loop of
+It fine-tunes the encoder with its classification layer through the shared loop of
 :mod:`engine.training.tuner`, on the tempered KL of :mod:`engine.students.losses` (the same
 loss as the word student), then ships as one ONNX graph scored from raw text by
-onnxruntime. Two checks guard the export: the fp32 graph against PyTorch
+onnxruntime. It comes in depths (``layers``: N of the model's transformer layers, the others
+dropped before fine-tuning, chosen by :func:`kept_layers`), and where the teacher's encoder
+gave its vectors of the rows (a teacher head's, cached beside the soft labels), it learns them
+too: its mean-pooled last hidden state, through a learned projection that is not shipped,
+against the teacher's vector (:func:`engine.students.losses.feature_loss`, weight
+``feature_weight``). Two checks guard the export: the fp32 graph against PyTorch
 (:data:`engine.encoders.text_classifier.PARITY_TOLERANCE`; failing is refused, 50010), then the
-int8 graph against the fp32 one (:data:`INT8_TOLERANCE`): beyond it the student ships in fp32.
+int8 graph (the shared quantiser, :func:`engine.encoders.export.quantize_int8`) against the
+fp32 one (:data:`INT8_TOLERANCE`): beyond it the student ships in fp32.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from sqlheads.engine.encoders.text_classifier import (
     export_checked,
     load_classifier,
     max_probability_difference,
+    model_directory,
     with_contract,
 )
 from sqlheads.engine.progress import Progress
@@ -38,6 +45,11 @@ PARITY_ROWS = 32
 # a few thousandths for a barely trained student, 0.059 at worst on 32 rows for MiniLM distilled
 # on Rotten Tomatoes (confident outputs move more); beyond this the student ships in fp32.
 INT8_TOLERANCE = 0.1
+# Which of the model's layers a shallower student keeps (kept_layers).
+LAYER_CHOICES = ("spread", "first", "spread_to_last")
+LAYER_CHOICE = "spread"
+# The feature loss's weight beside the soft labels' KL (0: soft labels alone).
+FEATURE_WEIGHT = 1.0
 
 
 @dataclass
@@ -56,6 +68,9 @@ class EncoderStudentParams:
     max_steps: int | None = None
     device: str = "auto"
     int8_tolerance: float = INT8_TOLERANCE  # largest probability move int8 may make vs fp32
+    layers: int | None = None  # transformer layers kept of the model's; None: all of them
+    layer_choice: str = LAYER_CHOICE  # which ones (kept_layers)
+    feature_weight: float = FEATURE_WEIGHT  # the teacher-vector loss's weight; 0: none
 
     def validate(self) -> EncoderStudentParams:
         checks = [
@@ -63,9 +78,13 @@ class EncoderStudentParams:
             (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
             (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
             (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
+            (self.layer_choice in LAYER_CHOICES, "layer_choice", f"one of {LAYER_CHOICES}"),
+            (0 <= self.feature_weight <= 100, "feature_weight", "in [0, 100]; 0: no feature loss"),
         ]
         check_ranges(self, checks)
         self.tuner(DistillParams(epochs=1, lr=TunerParams.lr))  # the shared knobs' own ranges
+        if self.layers is not None:
+            check_layers(self.model, self.layers)
         return self
 
     def tuner(self, distill: DistillParams) -> TunerParams:
@@ -94,6 +113,8 @@ class EncoderStudent(FittedTextStudent):
     int8_agreement_: float | None = field(default=None, init=False)
     quantization_: str = field(default="", init=False)  # int8, int8 but feed-forward, or fp32
     steps_: int = field(default=0, init=False)
+    layers_kept_: list[int] = field(default_factory=list, init=False)  # the model's layers kept
+    feature_rows_: int = field(default=0, init=False)  # rows that taught their teacher's vector
 
     def __post_init__(self) -> None:
         self.params.validate()
@@ -106,16 +127,16 @@ class EncoderStudent(FittedTextStudent):
         teacher_logits: np.ndarray,
         gold: np.ndarray,
         *,
+        teacher_vectors: np.ndarray | None = None,
         distill: DistillParams | None = None,
         work_dir: Path | None = None,
         progress: Progress | None = None,
     ) -> EncoderStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
-        -1 where unlabelled), as :meth:`WordStudent.fit` does."""
-        import torch
-
+        -1 where unlabelled), as :meth:`WordStudent.fit` does; and from ``teacher_vectors``
+        (the teacher encoder's vector of each row, NaN rows where it has none), if given and
+        ``feature_weight`` is not 0."""
         from sqlheads.engine.devices import resolve_device
-        from sqlheads.engine.students.losses import distillation_loss
         from sqlheads.engine.training.fine_tuning import prepared
 
         p = self.params
@@ -131,22 +152,13 @@ class EncoderStudent(FittedTextStudent):
         ids = tokenizer.encode(texts, truncate=True)
         self.classes_ = [str(c) for c in classes]
         net = load_classifier(model_dir, len(self.classes_), distill.seed)
-        has_teacher = ~np.isnan(teacher_logits).any(axis=1)
-        teacher = torch.from_numpy(np.nan_to_num(teacher_logits).astype(np.float32)).to(device)
-        has_teacher_t = torch.from_numpy(has_teacher).to(device)
-        gold_t = torch.from_numpy(np.array(gold, dtype=np.int64)).to(device)  # a copy
-
-        def loss(logits, rows):
-            rows = rows.to(device)
-            return distillation_loss(
-                logits,
-                teacher[rows],
-                has_teacher_t[rows],
-                gold_t[rows],
-                temperature=distill.temperature,
-                gold_weight=distill.gold_weight,
-            )
-
+        depth = int(net.config.num_hidden_layers)
+        self.layers_kept_ = kept_layers(depth, p.layers or depth, p.layer_choice)
+        keep_layers(net, self.layers_kept_)
+        if p.feature_weight == 0 or teacher_vectors is None:
+            teacher_vectors = None
+        trained, loss = _training(net, teacher_logits, gold, teacher_vectors, distill, p, device)
+        self.feature_rows_ = _rows_with(teacher_vectors)
         tuner = Tuner(
             p.tuner(distill),
             device,
@@ -155,10 +167,14 @@ class EncoderStudent(FittedTextStudent):
             fingerprint={
                 "model": str(model_dir),
                 "data": data_fingerprint(ids, np.nan_to_num(teacher_logits)),
+                "vectors": data_fingerprint([], np.nan_to_num(teacher_vectors))
+                if teacher_vectors is not None
+                else None,
                 "distill": asdict(distill),
+                "layers": self.layers_kept_,
             },
         )
-        result = tuner.fit(net, ids, loss, progress=progress)
+        result = tuner.fit(trained, ids, loss, progress=progress)
         self.loss_curve_, self.steps_ = result.loss_curve, result.steps
         self.n_parameters_ = int(sum(t.numel() for t in net.parameters()))
         contract = {
@@ -170,6 +186,7 @@ class EncoderStudent(FittedTextStudent):
             "parameters": str(self.n_parameters_),
             "model_type": str(net.config.model_type),
             "source": str(model_dir),
+            "layers": json.dumps(self.layers_kept_),
         }
         parity_texts = list(texts[:PARITY_ROWS])
         fp32, self.parity_max_abs_diff_ = export_checked(
@@ -214,6 +231,119 @@ class EncoderStudent(FittedTextStudent):
 
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         return self._graph().predict(texts)
+
+
+def model_depth(model: str | Path) -> int:
+    """The transformer layers of a catalogue model or Hugging Face directory (its config)."""
+    config = json.loads((model_directory(model) / "config.json").read_text(encoding="utf-8"))
+    return int(config["num_hidden_layers"])
+
+
+def check_layers(model: str | Path, layers: int) -> None:
+    """50012 unless a student of ``layers`` of ``model``'s layers can be made."""
+    depth = model_depth(model)
+    if not 1 <= layers <= depth:
+        raise InvalidParameterError(
+            f"layers={layers} is out of range: {model} has {depth} transformer layers, and a "
+            f"student keeps from 1 to {depth} of them; pass --layers between 1 and {depth} "
+            f"(fewer: faster, less accurate)"
+        )
+
+
+def kept_layers(depth: int, layers: int, choice: str = LAYER_CHOICE) -> list[int]:
+    """Which of a model's ``depth`` layers a student of ``layers`` keeps, bottom first:
+    ``spread`` evenly from the first (every other of six for three: 0, 2, 4; 0 and 3 for two),
+    ``first`` (0, 1, 2) or ``spread_to_last`` (1, 3, 5; 2 and 5), which keeps the layer whose
+    output the sentence encoder was trained to pool."""
+    if choice == "first":
+        return list(range(layers))
+    spread = [i * depth // layers for i in range(layers)]
+    if choice == "spread":
+        return spread
+    return [index + depth - 1 - spread[-1] for index in spread]
+
+
+def keep_layers(net, kept: list[int]) -> None:
+    """Drop every transformer layer of ``net`` (a sequence classifier of one of
+    ``text_classifier.FAMILIES``) but ``kept``, in place: the embeddings, the pooler and the
+    classification layer stay."""
+    import torch
+
+    encoder = net.base_model.encoder
+    if len(kept) == len(encoder.layer):
+        return
+    encoder.layer = torch.nn.ModuleList(encoder.layer[i] for i in kept)
+    net.config.num_hidden_layers = len(kept)
+
+
+def _rows_with(vectors: np.ndarray | None) -> int:
+    return 0 if vectors is None else int((~np.isnan(vectors).any(axis=1)).sum())
+
+
+def _training(net, teacher_logits, gold, teacher_vectors, distill: DistillParams, p, device):
+    """The module the tuner trains and its loss: the student alone on the soft labels' KL, or,
+    given the teacher's vectors, the student with its projection (:func:`_with_projection`)
+    on the KL plus ``feature_weight`` times the feature loss."""
+    import torch
+
+    from sqlheads.engine.students.losses import distillation_loss, feature_loss
+
+    def tensor(array: np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+    has_teacher = tensor(~np.isnan(teacher_logits).any(axis=1))
+    teacher = tensor(np.nan_to_num(teacher_logits).astype(np.float32))
+    gold_t = tensor(np.array(gold, dtype=np.int64))  # a copy
+    n_classes = teacher_logits.shape[1]
+    trained = net
+    if teacher_vectors is not None:
+        has_vector = tensor(~np.isnan(teacher_vectors).any(axis=1))
+        vectors = tensor(np.nan_to_num(teacher_vectors).astype(np.float32))
+        trained = _with_projection(net, teacher_vectors.shape[1])
+
+    def loss(outputs, rows):
+        rows = rows.to(device)
+        total = distillation_loss(
+            outputs[:, :n_classes],
+            teacher[rows],
+            has_teacher[rows],
+            gold_t[rows],
+            temperature=distill.temperature,
+            gold_weight=distill.gold_weight,
+        )
+        if teacher_vectors is None:
+            return total
+        projected = outputs[:, n_classes:]
+        return total + p.feature_weight * feature_loss(projected, vectors[rows], has_vector[rows])
+
+    return trained, loss
+
+
+def _with_projection(net, teacher_dim: int):
+    """``net`` with a learned projection of its mean-pooled last hidden state onto the
+    teacher's vectors' space, for training only: its ``logits`` are the class logits followed
+    by the projected vector (the tuner hands its loss one tensor a row); what ships is ``net``
+    alone, which this wraps without copying."""
+    import torch
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    class WithProjection(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.student = net
+            self.projection = torch.nn.Linear(net.config.hidden_size, teacher_dim)
+
+        def forward(self, input_ids, attention_mask):
+            out = self.student(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+            )
+            last = out.hidden_states[-1]
+            mask = attention_mask.unsqueeze(-1).to(last.dtype)
+            pooled = (last * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+            projected = self.projection(pooled).to(out.logits.dtype)
+            return SequenceClassifierOutput(logits=torch.cat([out.logits, projected], dim=1))
+
+    return WithProjection()
 
 
 def load(blob: bytes) -> OnnxTextClassifier:
