@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
+from bench.dial import dial_headline, dial_table, distill_dial
 from sqlheads.engine.students.word.architectures import NAMES
 from sqlheads.report.figures import pyplot
 
@@ -35,8 +36,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "teacher_model": "all-mpnet-base-v2",
         "curve": (0, 6_000, 12_000, 24_000, 48_000),
         "archs": NAMES,  # every registered architecture
-        # the kind's default transfer rows (cached by then) and epochs (3)
+        # the kind's default transfer rows (cached by then) and epochs (3), at each depth
         "encoder_student": {"transfer_rows": None},
+        "layers": (6, 3, 2, 1),
         "imdb": None,
     },
     "quick": {
@@ -45,6 +47,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "curve": (0, 2_000, 5_000),
         "archs": ("bag", "cnn"),
         "encoder_student": {"transfer_rows": 1_000, "epochs": 1},
+        "layers": (3, 2),
         "imdb": 2_000,
     },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
@@ -53,6 +56,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "curve": (0, 150),
         "archs": ("bag", "ngrams"),  # a second (the cheapest) runs the other architectures' path
         "encoder_student": {"transfer_rows": 50, "epochs": 1, "max_steps": 3},
+        "layers": (1,),
         "imdb": None,  # the GPU teacher's logits: not at this scale
     },
 }
@@ -172,11 +176,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     encoder_options = dict(size["encoder_student"])
     encoder_rows = encoder_options.pop("transfer_rows") or student_kind("encoder").transfer_rows
     epochs = encoder_options.get("epochs") or student_kind("encoder").epochs
-    students[
-        f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows, {epochs} epochs"
-    ] = distill(
-        "distill the encoder student (MiniLM) on 2 CPU cores", student="encoder",
-        transfer_rows=encoder_rows, device="cpu", **encoder_options)  # fmt: skip
+    dialled = distill_dial(
+        distill, {"transfer_rows": encoder_rows, **encoder_options}, size["layers"]
+    )
+    students.update(dialled)
     default_student = next(iter(students.values()))
     timed_as = {DEFAULT_ARCH: next(iter(students))}  # each architecture's name in the speed tables
 
@@ -256,6 +259,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 ["model", "rows/s", "vs MiniLM + head", "vs teacher"],
                 alone_rows,
             ),
+            dial_table(dialled, steps, alone, (MINILM_PATH, alone_minilm), encoder_rows, epochs),
             Table(
                 "Wall time per step (seconds), fresh SQLite file, no GPU; load average "
                 f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end",
@@ -305,6 +309,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 f"({alone_word / alone_minilm:.1f}x) / {fmt(round(alone_teacher))} "
                 f"({alone_word / alone_teacher:.0f}x)",
             ],
+            dial_headline(dialled, alone, alone_minilm),
         ],  # fmt: skip
         notes=[
             f"The default word student: {DEFAULT_ARCH}, "

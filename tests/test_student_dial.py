@@ -22,7 +22,7 @@ from conftest import count_rows
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from sqlheads import cli, host, procedures
+from sqlheads import cli, host, plots, procedures
 from sqlheads.engine.encoders import text_classifier
 from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 from sqlheads.engine.students.distillation import DistillParams
@@ -153,6 +153,13 @@ def test_scoring_a_shallow_student_through_compute_equals_the_embedded_hosts(dia
     shuffled = through_compute(rt_sample.sample(frac=1.0, random_state=7))
     assert (shuffled["label"] == hosted["label"]).all()
     np.testing.assert_allclose(shuffled["score"], hosted["score"], atol=2e-3)
+
+
+def test_plot_students_names_each_encoder_students_depth(dial, tmp_path: Path):
+    drawn = plots.plot_students(dial["store"], "sentiment", tmp_path / "students.png")
+    kinds = {p["kind"] for p in drawn["points"]}
+    assert "encoder_student L1" in kinds and "tfidf_student" in kinds
+    assert (tmp_path / "students.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("layers", [0, 7])
