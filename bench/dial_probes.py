@@ -21,13 +21,16 @@ import time
 import numpy as np
 import pandas as pd
 
-# name -> (layers, layer choice, feature weight)
-PROBES: dict[str, tuple[int, str, float]] = {
-    f"L{n}-{choice}-fw{weight:g}": (n, choice, weight)
+# name -> (layers, layer choice, feature weight, pooling); "-mean": the mean-pooled classifier
+PROBES: dict[str, tuple[int, str, float, str]] = {
+    f"L{n}-{choice}-fw{weight:g}{'' if pooling == 'cls' else '-' + pooling}": (
+        n, choice, weight, pooling
+    )
     for n in (6, 3, 2, 1)
     for choice in ("spread", "first", "spread_to_last")
-    for weight in (0.0, 0.3, 1.0, 3.0)
-}
+    for weight in (0.0, 0.1, 0.3, 1.0, 3.0)
+    for pooling in ("cls", "mean")
+}  # fmt: skip
 
 
 def teaching_rows(path: str, transfer_rows: int):
@@ -71,11 +74,12 @@ def probe(name: str, rows, held_out, epochs: int, lr: float) -> dict:
     from sqlheads.engine.students.distillation import DistillParams
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
-    layers, choice, weight = PROBES[name]
+    layers, choice, weight, pooling = PROBES[name]
     texts, logits, vectors, gold = rows
     params = EncoderStudentParams(
-        layers=layers, layer_choice=choice, feature_weight=weight, batch_size=64, device="cpu"
-    )
+        layers=layers, layer_choice=choice, feature_weight=weight, pooling=pooling,
+        batch_size=64, device="cpu",
+    )  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
     student = EncoderStudent(params).fit(
         texts, ["negative", "positive"], logits, gold, teacher_vectors=vectors,

@@ -81,10 +81,17 @@ def distill(
     student_params = student_params.validate()
     kind = student_params.kind
     deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
-    distill_params = kind.distill_params(params).validate()
+    distill_params = kind.distill_params(params, student_params).validate()
     require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     teacher_classes = json.loads(teacher_classes_json)
     rows = split_rows(input_data, kind, teacher_classes, test_fraction, distill_params)
+    if student_params.feature_weight and rows.vectors is None:
+        raise InvalidParameterError(
+            f"feature_weight={student_params.feature_weight} asks the encoder student to learn "
+            "its teacher's vectors, and the teacher gave none: only a teacher head on an "
+            "encoder's vectors gives them (--teacher-head); drop --feature-weight to distil on "
+            "the soft labels alone"
+        )
     train_inputs, test_inputs = _student_inputs(input_data, kind, rows, dim)
     fit = kinds.StudentFit(
         params=student_params,

@@ -69,13 +69,18 @@ class ModelKind:
     student: str | None = None  # its name for ``distill --student``
     distill: Distill | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
-    lr: float | None = None
+    lr: float | Callable[[StudentParams], float] | None = None  # or one by the student's params
     progress_unit: str = "epochs"  # what its distillation counts while it runs
     transfer_rows: int = DEFAULT_ROWS  # a text student's transfer rows, unless the caller's
 
-    def distill_params(self, distill: DistillParams) -> DistillParams:
-        """``distill`` with this kind's epochs and learning rate where it gives none."""
-        return replace(distill, epochs=distill.epochs or self.epochs, lr=distill.lr or self.lr)
+    def distill_params(
+        self, distill: DistillParams, student: StudentParams | None = None
+    ) -> DistillParams:
+        """``distill`` with this kind's epochs and learning rate where it gives none (the
+        learning rate of ``student``, this kind's default student if None, where it depends
+        on the student's choices)."""
+        lr = self.lr(student or StudentParams(self.student)) if callable(self.lr) else self.lr
+        return replace(distill, epochs=distill.epochs or self.epochs, lr=distill.lr or lr)
 
 
 def _load_head(blob: bytes) -> Scorer:
@@ -169,6 +174,12 @@ def _distill_encoder_student(
     )
 
 
+def _encoder_student_lr(student: StudentParams) -> float:
+    from sqlheads.engine.students.encoder import DEFAULT_MODEL, default_lr
+
+    return default_lr(student.student_model or DEFAULT_MODEL, student.layers)
+
+
 def _distill_tfidf_student(
     texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
@@ -226,9 +237,8 @@ KINDS: dict[str, ModelKind] = {
         runs_on="sidecar",
         student="encoder",
         distill=_distill_encoder_student,
-        # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
         epochs=3,
-        lr=5e-5,
+        lr=_encoder_student_lr,  # by depth: engine.students.encoder.default_lr
         progress_unit="steps",
         # Its fitting time grows with its rows (619 s for 6,824 + 6,000 on 2 CPU cores) and
         # 24,000 transfer rows scored no better on Rotten Tomatoes (84.35 against 84.4 %).

@@ -50,6 +50,17 @@ LAYER_CHOICES = ("spread", "first", "spread_to_last")
 LAYER_CHOICE = "spread"
 # The feature loss's weight beside the soft labels' KL (0: soft labels alone).
 FEATURE_WEIGHT = 1.0
+# The learning rate unless told (default_lr): the usual one for fine-tuning MiniLM whole; a
+# student that lost layers has more to relearn (three of six, one epoch: 81.4 % of Rotten
+# Tomatoes' held-out rows at 2e-4, 77.4 % at 5e-5).
+LR_WHOLE, LR_SHALLOW = 5e-5, 2e-4
+# What the classification layer reads: the mean of the last hidden states over the text's
+# tokens (as a sentence encoder is trained to be read, and the vector the feature loss pulls
+# toward the teacher's), or the model's [CLS] pooler. Three layers of six, one epoch at 2e-4:
+# 81.4 % either way without the feature loss, 81.6 and 80.8 % with it, and the [CLS] student's
+# int8 graph moved its probabilities past the tolerance (it shipped feed-forward fp32).
+POOLINGS = ("mean", "cls")
+POOLING = "mean"
 
 
 @dataclass
@@ -71,6 +82,7 @@ class EncoderStudentParams:
     layers: int | None = None  # transformer layers kept of the model's; None: all of them
     layer_choice: str = LAYER_CHOICE  # which ones (kept_layers)
     feature_weight: float = FEATURE_WEIGHT  # the teacher-vector loss's weight; 0: none
+    pooling: str = POOLING  # what the classification layer reads (POOLINGS)
 
     def validate(self) -> EncoderStudentParams:
         checks = [
@@ -79,6 +91,7 @@ class EncoderStudentParams:
             (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
             (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
             (self.layer_choice in LAYER_CHOICES, "layer_choice", f"one of {LAYER_CHOICES}"),
+            (self.pooling in POOLINGS, "pooling", f"one of {POOLINGS}"),
             (0 <= self.feature_weight <= 100, "feature_weight", "in [0, 100]; 0: no feature loss"),
         ]
         check_ranges(self, checks)
@@ -155,6 +168,8 @@ class EncoderStudent(FittedTextStudent):
         depth = int(net.config.num_hidden_layers)
         self.layers_kept_ = kept_layers(depth, p.layers or depth, p.layer_choice)
         keep_layers(net, self.layers_kept_)
+        if p.pooling == "mean":
+            net = _mean_pooled(net)
         if p.feature_weight == 0 or teacher_vectors is None:
             teacher_vectors = None
         trained, loss = _training(net, teacher_logits, gold, teacher_vectors, distill, p, device)
@@ -250,6 +265,12 @@ def check_layers(model: str | Path, layers: int) -> None:
         )
 
 
+def default_lr(model: str | Path, layers: int | None) -> float:
+    """The learning rate of a student of ``layers`` of ``model``'s layers (None: all)."""
+    whole = layers is None or layers == model_depth(model)
+    return LR_WHOLE if whole else LR_SHALLOW
+
+
 def kept_layers(depth: int, layers: int, choice: str = LAYER_CHOICE) -> list[int]:
     """Which of a model's ``depth`` layers a student of ``layers`` keeps, bottom first:
     ``spread`` evenly from the first (every other of six for three: 0, 2, 4; 0 and 3 for two),
@@ -334,16 +355,67 @@ def _with_projection(net, teacher_dim: int):
             self.projection = torch.nn.Linear(net.config.hidden_size, teacher_dim)
 
         def forward(self, input_ids, attention_mask):
-            out = self.student(
-                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-            )
-            last = out.hidden_states[-1]
-            mask = attention_mask.unsqueeze(-1).to(last.dtype)
-            pooled = (last * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-            projected = self.projection(pooled).to(out.logits.dtype)
-            return SequenceClassifierOutput(logits=torch.cat([out.logits, projected], dim=1))
+            if hasattr(self.student, "pooled"):  # a mean-pooled student: the vector it reads
+                pooled = self.student.pooled(input_ids, attention_mask)
+                logits = self.student.classify(pooled)
+            else:
+                out = self.student(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+                )
+                pooled, logits = _mean(out.hidden_states[-1], attention_mask), out.logits
+            projected = self.projection(pooled).to(logits.dtype)
+            return SequenceClassifierOutput(logits=torch.cat([logits, projected], dim=1))
 
     return WithProjection()
+
+
+def _mean(hidden, attention_mask):
+    """The mean of ``hidden`` (batch, tokens, width) over each row's unmasked tokens."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+def _mean_pooled(net):
+    """``net``'s encoder with a fresh classification layer (seeded as ``net``'s was) that reads
+    the mean of the last hidden states over the text's tokens instead of the [CLS] pooler,
+    which is dropped. Exported and checked as ``net`` would be: it has its ``config``, its
+    ``device`` and switches its attention implementation as a Hugging Face model does."""
+    import torch
+    from transformers.modeling_outputs import SequenceClassifierOutput
+
+    config = net.config
+    base = net.base_model
+    if getattr(base, "pooler", None) is not None:
+        base.pooler = None
+    dropout = getattr(config, "classifier_dropout", None) or config.hidden_dropout_prob
+
+    class MeanPooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = base
+            self.config = config
+            self.dropout = torch.nn.Dropout(dropout)
+            self.classifier = torch.nn.Linear(config.hidden_size, config.num_labels)
+
+        @property
+        def device(self):
+            return next(self.parameters()).device
+
+        def set_attn_implementation(self, implementation: str) -> None:
+            self.encoder.set_attn_implementation(implementation)
+
+        def pooled(self, input_ids, attention_mask):
+            out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+            return _mean(out.last_hidden_state, attention_mask)
+
+        def classify(self, pooled):
+            return self.classifier(self.dropout(pooled))
+
+        def forward(self, input_ids, attention_mask):
+            logits = self.classify(self.pooled(input_ids, attention_mask))
+            return SequenceClassifierOutput(logits=logits)
+
+    return MeanPooled()
 
 
 def load(blob: bytes) -> OnnxTextClassifier:
