@@ -328,16 +328,16 @@ def cached_vectors(
 
 def onnx_encoder(artifact, threads: int):
     """An :class:`OnnxEncoder` over an export artifact, through the engine's sha256 cache."""
-    from sqlheads.engine.encoders.onnx_encoder import load_encoder
+    from sqlheads.engine.encoders.onnx_encoder import EncoderRef, load_encoder
 
-    return load_encoder(
+    encoder = EncoderRef(
         artifact.sha256,
         onnx=artifact.onnx,
         tokenizer_json=artifact.tokenizer_json,
         dim=artifact.dim,
         max_length=artifact.max_length,
-        threads=threads,
     )
+    return load_encoder(encoder, threads=threads)
 
 
 def seeded_subsample(frame, rows: int | None, seed: int = 0):

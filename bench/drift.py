@@ -36,8 +36,8 @@ def _head(reviews, vectors, rows: int, seed: int = 0):
     """A version trained as ``sqlheads train`` trains it; its model and drift reference."""
     import pandas as pd
 
+    from sqlheads.compute.train import TrainParams
     from sqlheads.compute.train import train as train_version
-    from sqlheads.engine.heads import HeadParams
     from sqlheads.engine.kinds import model_kind
     from sqlheads.store.vectors import pack_rows
 
@@ -49,7 +49,7 @@ def _head(reviews, vectors, rows: int, seed: int = 0):
             "vector": pack_rows(vectors[train.index.to_numpy()]),
         }
     )
-    version = train_version(frame, params=HeadParams(), dim=vectors.shape[1]).iloc[0]
+    version = train_version(frame, params=TrainParams(), dim=vectors.shape[1]).iloc[0]
     model = model_kind("head").load(bytes(version["blob"]))
     return model, json.loads(version["metrics_json"])["drift"]
 

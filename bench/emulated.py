@@ -10,7 +10,9 @@ two orders of magnitude slower), so this prints accuracy and agreement only, nev
 The default all-MiniLM-L6-v2 int8 graph embeds the held-out rows of the fixed Rotten Tomatoes
 split natively and emulated; a default head fitted on the native int8 vectors of the training
 rows scores both. Printed: the cosine of each emulated vector to the native int8 and fp32 ones,
-and the head's accuracy on each.
+and the head's accuracy on each; and whether a text's vector depends on its batch there
+(:func:`bench.int8_graphs.batchings`: the same texts alone, shuffled in batches of 8, in
+length-sorted batches of 32), as ``python -m bench encode`` measures natively.
 """
 
 from __future__ import annotations
@@ -28,20 +30,29 @@ from pathlib import Path
 import numpy as np
 
 CPU_MODEL = "Haswell"  # AVX2 + FMA; no AVX-512, no VNNI
+REPOSITORY = Path(__file__).resolve().parents[1]
 EMBED = """
 import sys, numpy as np
+sys.path.insert(0, sys.argv[5])
+from bench.int8_graphs import batchings
 from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 folder = sys.argv[1]
 texts = [line.rstrip("\\n") for line in open(folder + "/texts.txt", encoding="utf-8")]
 encoder = OnnxEncoder(folder + "/model.onnx", open(folder + "/tokenizer.json").read(),
                       dim=int(sys.argv[2]), max_length=int(sys.argv[3]), threads=2)
-np.save(folder + "/vectors.npy", encoder.encode(texts).vectors)
+found = batchings(encoder, texts) if sys.argv[4] == "batchings" else {
+    "vectors": encoder.encode(texts).vectors}
+np.savez(folder + "/vectors.npz", **found)
 """
 
 
-def embed_emulated(artifact, texts: list[str], cpu: str = CPU_MODEL) -> np.ndarray:
+def embed_emulated(
+    artifact, texts: list[str], cpu: str = CPU_MODEL, *, batched: bool = False
+) -> np.ndarray | dict[str, np.ndarray]:
     """``texts`` (one line each) embedded by ``artifact`` (an ``EncoderArtifact``) in a Python
-    process that QEMU runs as CPU model ``cpu``; raises where ``qemu-x86_64`` is missing."""
+    process that QEMU runs as CPU model ``cpu`` (``batched``: :func:`bench.int8_graphs.batchings`
+    of them there);
+    raises where ``qemu-x86_64`` is missing."""
     qemu = shutil.which("qemu-x86_64")
     if qemu is None:
         raise FileNotFoundError("qemu-x86_64 is not installed: apt-get install qemu-user")
@@ -49,11 +60,15 @@ def embed_emulated(artifact, texts: list[str], cpu: str = CPU_MODEL) -> np.ndarr
         Path(folder, "model.onnx").write_bytes(artifact.onnx)
         Path(folder, "tokenizer.json").write_text(artifact.tokenizer_json)
         Path(folder, "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-        program = [sys.executable, "-c", EMBED, folder, str(artifact.dim), str(artifact.max_length)]
+        mode = "batchings" if batched else "vectors"
+        program = [sys.executable, "-c", EMBED, folder, str(artifact.dim),
+                   str(artifact.max_length), mode, str(REPOSITORY)]  # fmt: skip
         done = subprocess.run([qemu, "-cpu", cpu, *program], capture_output=True, text=True)
         if done.returncode != 0:  # QEMU warns of CPUID bits it cannot emulate: not an error
             raise RuntimeError(f"the emulated encoder failed:\n{done.stderr[-4000:]}")
-        return np.load(Path(folder, "vectors.npy"))
+        with np.load(Path(folder, "vectors.npz")) as saved:
+            found = {name: saved[name] for name in saved.files}
+        return found if batched else found["vectors"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ truncation on both sides (sentence-transformers' ``max_seq_length``), at 1 and 2
 (path, threads) runs in a fresh process, so no thread pool of one path spins while another is
 timed, and the Rust tokenizer gets the same thread count (``RAYON_RS_NUM_CPUS``). Also: where
 the time goes (tokenizer vs model), FLOPs per row against this CPU's measured matmul peak, and a
-head's accuracy on int8 vs fp32 vectors.
+head's accuracy on int8 vs fp32 vectors, and whether a text's vector depends on the batch it
+is embedded in (issue 35), on this CPU and on one without VNNI (emulated, where QEMU is at hand).
 """
 
 from __future__ import annotations
@@ -25,20 +26,25 @@ import numpy as np
 from bench.common import (
     Section,
     Table,
-    cached_vectors,
-    cpu_model,
     fmt,
     pct,
     save_figure,
     seeded_subsample,
     timer,
 )
+from bench.int8_graphs import (
+    PER_TENSOR,
+    accuracy_tables,
+    cpu_kind,
+    encoder_graph,
+    invariance_table,
+    kernels_short,
+)
 from sqlheads.engine.encoders.catalog import DEFAULT_MODEL, catalog_encoder
 from sqlheads.engine.encoders.onnx_encoder import (
     CPU_BATCH_TOKENS,
     DEFAULT_MAX_LENGTH,
     SessionTuning,
-    int8_kernels,
 )
 from sqlheads.report.figures import pyplot
 
@@ -49,7 +55,7 @@ class Variant(NamedTuple):
     """One path through the benchmark: who encodes, which export, how it is batched and run."""
 
     implementation: str  # "sqlheads" or PEER
-    quantization: str | None  # the export's, for sqlheads
+    quantization: str | None  # the export's, for sqlheads (or PER_TENSOR)
     batch_tokens: int | None  # padded tokens a batch holds at most (None: rows only)
     tuning: SessionTuning = SessionTuning()
 
@@ -57,6 +63,7 @@ class Variant(NamedTuple):
 PEER = "sentence-transformers"
 VARIANTS: dict[str, Variant] = {
     "int8": Variant("sqlheads", "int8", CPU_BATCH_TOKENS),
+    PER_TENSOR: Variant("sqlheads", PER_TENSOR, CPU_BATCH_TOKENS),
     "fp32": Variant("sqlheads", "none", CPU_BATCH_TOKENS),
     PEER: Variant(PEER, None, None),
     # onnxruntime's own session defaults, one at a time: what sqlheads' choices are worth here.
@@ -69,20 +76,22 @@ VARIANTS: dict[str, Variant] = {
     "int8, 4,096-token batches": Variant("sqlheads", "int8", 4096),
 }
 PATHS = tuple(VARIANTS)
-QUANTIZATION = {"int8": "int8", "fp32": "none"}
+# invariance: RT texts embedded in every batching here; emulated: of them, under QEMU (slow).
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"rt": 1500, "imdb": 128, "threads": (1, 2), "rounds": 3, "head_rows": None,
-             "matmul": 2048},
+             "matmul": 2048, "invariance": 400, "emulated": 100},
     "quick": {"rt": 300, "imdb": 24, "threads": (1, 2), "rounds": 2, "head_rows": None,
-              "matmul": 1024},
+              "matmul": 1024, "invariance": 120, "emulated": 24},
     "tiny": {"rt": 40, "imdb": 4, "threads": (2,), "rounds": 1, "head_rows": 300,
-             "matmul": 256, "paths": ("int8", "fp32", PEER), "profiled": ("int8",)},
+             "matmul": 256, "paths": ("int8", "fp32", PEER), "profiled": ("int8",),
+             "invariance": 16, "emulated": 0},
 }  # fmt: skip
 # The paths whose time per operator the section shows (onnxruntime's profiler).
-PROFILED = ("int8", "int8, SkipLayerNormalization", "fp32")
+PROFILED = ("int8", PER_TENSOR, "int8, SkipLayerNormalization", "fp32")
+# The operators that quantise the rows of a product's input, in the default int8 graph.
+QUANTISING = ("ReduceMax", "ReduceMin", "QuantizeLinear", "Max", "Flatten", "Expand")
 # Done criteria at the largest thread count: the default int8 path against the peer.
 TARGETS = {"Rotten Tomatoes": 4.0, "IMDB": 2.5}
-ACCURACY_TARGET_POINTS = 0.5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -265,10 +274,9 @@ Batches = Callable[[Sequence[str]], list[tuple[int, int, list[int]]]]
 
 
 def _onnx_encoder(variant: Variant, threads: int, model: str):
-    from sqlheads.engine.encoders.export import export_encoder
     from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 
-    artifact = export_encoder(catalog_encoder(model).model_dir(), quantization=variant.quantization)
+    artifact = encoder_graph(variant.quantization, model)
     encoder = OnnxEncoder(
         artifact.onnx,
         artifact.tokenizer_json,
@@ -362,8 +370,11 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             "mode embeds the rest of a long review too, which is more work and not compared "
             "here). sqlheads: `OnnxEncoder.encode` over the int8 export (the default: "
             "onnxruntime BERT fusions but the residual Add and LayerNormalization kept apart, "
-            "per-channel dynamic int8 with 7-bit weights) and the fp32 export (the same "
-            "fusions). Peer: `SentenceTransformer(default_model_dir(), device='cpu').encode` "
+            "7-bit weights per column, activations quantised row by row on scales of their "
+            "own, so a text's vector does not depend on its batch), the same graph before "
+            f"that (`{PER_TENSOR}`: onnxruntime's dynamic quantisation, one activation scale "
+            "per tensor from the whole batch) and the fp32 export (the same fusions). "
+            "Peer: `SentenceTransformer(default_model_dir(), device='cpu').encode` "
             "with `torch.set_num_threads(n)`. Each path and thread count runs in its own "
             "process, after a warm-up batch, tokenizer included; the whole set of runs is "
             f"repeated {size['rounds']} time(s), interleaved, and each rate is the best of its "
@@ -384,14 +395,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         padded_tokens(samples["Rotten Tomatoes"]),
         measured["peaks"][reference]["ort_int8"],
     )
-    _accuracy_tables(section, rt, size["head_rows"])
+    accuracy_tables(section, rt, size["head_rows"])
+    invariance_table(section, rt, imdb, size["invariance"], size["emulated"])
     section.plots.append(_plot(out_dir, samples, measured["best"], size["threads"], paths))
     return section
-
-
-def cpu_kind() -> str:
-    """The CPU and which int8 kernels it runs: every encode figure is labelled with it."""
-    return f"{cpu_model()}, int8 kernels: {int8_kernels()}"
 
 
 def measure_rounds(
@@ -459,7 +466,7 @@ def _speed_tables(section, samples, found, thread_counts, paths) -> None:
                      f"{cosine.min():.6f}", f"{cosine.mean():.6f}"]
                 )  # fmt: skip
                 fp32_peak = max(peaks[t][k] for k in ("numpy_fp32", "torch_fp32", "ort_fp32"))
-                is_int8 = VARIANTS[path].quantization == "int8"
+                is_int8 = VARIANTS[path].quantization in ("int8", PER_TENSOR)
                 peak = peaks[t]["ort_int8"] if is_int8 else fp32_peak
                 achieved = m["flops_executed"] / m["seconds"] / 1e9
                 split.rows.append(
@@ -481,7 +488,7 @@ def _speed_tables(section, samples, found, thread_counts, paths) -> None:
     )  # fmt: skip
     section.tables += [speed, split, peak_table]
     fp32 = measured[("fp32", reference)]["Rotten Tomatoes"]
-    short = _kernels_short()
+    short = kernels_short()
     for data in samples:
         for t in sorted(thread_counts, reverse=True):
             int8 = measured[("int8", t)][data]
@@ -535,10 +542,6 @@ def _speed_tables(section, samples, found, thread_counts, paths) -> None:
     ]
 
 
-def _kernels_short() -> str:
-    return int8_kernels().split(" (")[0]
-
-
 def _long_text_note(measured, threads: int, rows: int, paths) -> str:
     long = {path: measured[(path, threads)]["IMDB"] for path in paths}
     others = ", ".join(
@@ -582,21 +585,28 @@ def _profile_table(
     int8 = profiles["int8"]
     shape = model_shape()
     d, f, layers = shape["hidden"], shape["ffn"], shape["layers"]
-    # DynamicQuantizeMatMul multiplies by the attention output and feed-forward weights; the
-    # Q, K, V projections (3 d^2 of the layer's 12 d^2 with f = 4 d) run inside QAttention.
-    dq, qa = int8.get("DynamicQuantizeMatMul", 0.0), int8.get("QAttention", 0.0)
-    dq_rate = 2 * tokens * layers * (d * d + 2 * d * f) / dq / 1e9 if dq else 0.0
-    qkv = dq * 3 * d * d / (d * d + 2 * d * f)
+    # MatMulIntegerToFloat multiplies by every weight: Q, K, V, attention output, feed-forward.
+    product = int8.get("MatMulIntegerToFloat", 0.0)
+    rate = 2 * tokens * layers * (4 * d * d + 2 * d * f) / product / 1e9 if product else 0.0
+    quantising = sum(int8.get(op, 0.0) for op in QUANTISING)
+    attention = int8.get("MultiHeadAttention", 0.0)
     total = sum(int8.values())
     note = (
-        f"Operators, default int8 graph: DynamicQuantizeMatMul {pct(dq / total)} of the "
-        f"operator time, at {fmt(dq_rate)} GOP/s ({pct(dq_rate / peak)} of this CPU's measured "
-        f"int8 matmul peak, {fmt(peak)} GOP/s, activation quantising included); QAttention "
-        f"{pct(qa / total)}, of which its Q, K, V projections would take about "
-        f"{fmt(1000 * qkv)} ms at that rate, so about {fmt(1000 * max(qa - qkv, 0.0))} ms "
-        f"({pct(max(qa - qkv, 0.0) / total)}) is the fp32 attention over 32-wide heads; the "
-        "rest (GELU, layer norms, adds) is fp32 throughout."
+        f"Operators, default int8 graph: MatMulIntegerToFloat {pct(product / total)} of the "
+        f"operator time, at {fmt(rate)} GOP/s ({pct(rate / peak)} of this CPU's measured int8 "
+        f"matmul peak, {fmt(peak)} GOP/s, the row scales applied included); quantising each "
+        f"row of its inputs ({', '.join(QUANTISING)}) {pct(quantising / total)}; the fp32 "
+        f"attention over 32-wide heads (MultiHeadAttention) {pct(attention / total)}; the rest "
+        "(GELU, layer norms, adds) is fp32 throughout."
     )
+    if PER_TENSOR in profiles:
+        before = sum(profiles[PER_TENSOR].values())
+        note += (
+            f" The graph before issue 35 (one activation scale per tensor: "
+            f"DynamicQuantizeMatMul, QAttention) took {fmt(1000 * before)} ms of operator time "
+            f"against {fmt(1000 * total)} ms: batch invariance costs {pct(total / before - 1)} "
+            "of it here."
+        )
     if "int8, SkipLayerNormalization" in profiles:
         fused = profiles["int8, SkipLayerNormalization"].get("SkipLayerNormalization", 0.0)
         apart = sum(int8.get(op, 0.0) for op in ("LayerNormalization", "Add"))
@@ -606,82 +616,6 @@ def _profile_table(
             f"kept apart take {fmt(1000 * apart)} ms."
         )
     section.notes.append(note)
-
-
-def _accuracy_tables(section: Section, rt, head_rows: int | None) -> None:
-    """A head and logistic regression on int8 vs fp32 vectors of the fixed RT split, and the
-    graph each CPU kind gets."""
-    from sklearn.linear_model import LogisticRegression
-
-    from sqlheads.engine.encoders.export import export_encoder, int8_decision, weight_matmuls
-    from sqlheads.engine.encoders.onnx_encoder import VNNI_FLAGS
-    from sqlheads.engine.heads import HeadClassifier
-
-    frame = seeded_subsample(rt, head_rows)
-    train, test = frame["split"] == "train", frame["split"] == "test"
-    y = frame["label"].to_numpy()
-    accuracy: dict[tuple[str, str], float] = {}
-    vectors = {}
-    for path in ("int8", "fp32"):
-        X, _ = cached_vectors("rt", QUANTIZATION[path], frame["text"].tolist())
-        vectors[path] = X
-        head = HeadClassifier().fit(X[train], y[train])
-        accuracy[("head", path)] = float(np.mean(head.predict(X[test]) == y[test]))
-        lr = LogisticRegression(max_iter=1000).fit(X[train], y[train])
-        accuracy[("lr", path)] = float(np.mean(lr.predict(X[test]) == y[test]))
-    split = f"{int(train.sum()):,} train / {int(test.sum()):,} test rows"
-    table = Table(
-        f"Accuracy on int8 vs fp32 vectors: fixed Rotten Tomatoes split ({split}); {cpu_kind()}",
-        ["classifier", "fp32 vectors", "int8 vectors", "difference (points)"],
-    )
-    for name, label in (("head", "sqlheads head (MLP, defaults)"), ("lr", "logistic regr.")):
-        diff = 100 * (accuracy[(name, "int8")] - accuracy[(name, "fp32")])
-        table.rows.append(
-            [label, pct(accuracy[(name, "fp32")]), pct(accuracy[(name, "int8")]), f"{diff:+.1f}"]
-        )
-    section.tables.append(table)
-    cosine = np.sum(_unit(vectors["int8"]) * _unit(vectors["fp32"]), axis=1)
-    int8 = export_encoder(quantization="int8")
-    quantised, left_float = weight_matmuls(int8.onnx)
-    decision = int8_decision(int8.onnx)
-    here, vnni = _kernels_short(), _kernels_short() == "VNNI"
-    graph = f"{quantised} int8 / {left_float} float ({decision.decided_by if decision else '?'})"
-    kinds = Table(
-        f"The int8 graph each CPU kind gets (all-MiniLM-L6-v2), Rotten Tomatoes ({split})",
-        ["CPU kind", "weight MatMuls", "cosine to fp32: mean (min)", "head accuracy int8 vs fp32"],
-        [
-            [f"this machine: {int8_kernels()}", graph,
-             f"{cosine.mean():.4f} ({cosine.min():.4f})",
-             f"{pct(accuracy[('head', 'int8')])} vs {pct(accuracy[('head', 'fp32')])}"],
-            [f"{'no VNNI (AVX2, AVX-512F)' if vnni else 'VNNI (' + ', '.join(VNNI_FLAGS) + ')'}: "
-             "not measured here", f"the same: {graph}",
-             PREVIOUS_OTHER_KIND if vnni else "not measured here", "not measured here"],
-        ],
-    )  # fmt: skip
-    section.tables.append(kinds)
-    diff = 100 * abs(accuracy[("head", "int8")] - accuracy[("head", "fp32")])
-    section.headline.append(
-        ["encode", f"head accuracy on int8 vs fp32 vectors (Rotten Tomatoes, {split}; {here})",
-         f"{pct(accuracy[('head', 'int8')])} vs {pct(accuracy[('head', 'fp32')])}"]
-    )  # fmt: skip
-    section.notes += [
-        f"Done criterion, head accuracy on int8 vectors within {ACCURACY_TARGET_POINTS:g} point "
-        f"of fp32's on {split}: {diff:.2f} point(s), "
-        + ("met." if diff <= ACCURACY_TARGET_POINTS else "NOT met."),
-        "CPU kinds: the graph is the same on every CPU (the encoder catalogue decides which "
-        "MatMuls are int8, not a measurement on the exporting machine). Its weights are 7-bit, "
-        "so the u8 x s8 products summed in int16 pairs on a CPU without VNNI cannot saturate "
-        "(255 x 128 < 32,768; tests/test_engine_encoder.py reads that from the graph): its "
-        "int8 products are the same integers there; fp32 operators (GELU, softmax, layer "
-        "norms) may round differently. Its speed there is not measured here.",
-    ]
-
-
-# What is known of a CPU without VNNI: no such machine is at hand, but its kernels run emulated.
-PREVIOUS_OTHER_KIND = (
-    "not measured natively here; emulated (python -m bench.emulated: QEMU's Haswell, AVX2 "
-    "kernels) on the held-out rows: docs/guides/data-scientist.md, CPU kinds"
-)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

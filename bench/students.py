@@ -50,6 +50,18 @@ SIZES: dict[str, dict[str, Any]] = {
         "layers": (3, 2),
         "imdb": 2_000,
     },
+    # The full data and the encoder student's dial at its defaults, with the word students cut
+    # to the default (its rows and none): what a loaded 2-core machine can run in about an hour
+    # (run_benchmark("students", out, "dial"); not a scale of the other benchmarks).
+    "dial": {
+        "rt": None,
+        "teacher_model": "all-mpnet-base-v2",
+        "curve": (0, 12_000),
+        "archs": ("bag",),
+        "encoder_student": {"transfer_rows": None},
+        "layers": (6, 3, 2),
+        "imdb": None,
+    },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
         "rt": 300,
         "teacher_model": "all-MiniLM-L6-v2",
@@ -141,8 +153,9 @@ def run(out_dir: Path, scale: str = "full") -> Section:
 
     # each student's own default count at full scale (the word student's is DEFAULT_ROWS)
     most_rows = max(size["curve"])
-    rows = DEFAULT_ROWS if scale == "full" else most_rows
-    tfidf_rows = student_kind("tfidf").transfer_rows if scale == "full" else rows
+    full_size = size["rt"] is None
+    rows = DEFAULT_ROWS if full_size else most_rows
+    tfidf_rows = student_kind("tfidf").transfer_rows if full_size else rows
     # The teacher labels the curve's whole transfer set first, in one pass: int8 scoring moves
     # a little with the rows that share a batch, so a set filled in steps is not the set filled
     # at once. Filled once, every student reads the same rows and logits whatever it asks for.
@@ -398,12 +411,11 @@ def _model_speed(store, texts, teacher_set, teacher, frozen, students) -> dict[s
     them all alike; each keeps its best round."""
     from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
+    from sqlheads.verbs.encoders import encoder_ref
 
     def encoder_and_head(set_name: str, head: str, version: int):
         row = store.encoder(store.require_set(set_name).encoder_id)
-        onnx, tokenizer_json = store.encoder_bytes(row.encoder_id)
-        encoder = load_encoder(row.sha256, onnx=onnx, tokenizer_json=tokenizer_json,
-                               dim=row.dim, max_length=row.max_length)  # fmt: skip
+        encoder = load_encoder(encoder_ref(store, row, with_bytes=True))
         model = store.find_model(head, version)
         scorer = model_kind(model.kind).load(store.model_blob(model.model_id))
         return lambda batch: scorer.predict_proba(encoder.encode(batch).vectors)

@@ -12,6 +12,7 @@ import os
 from alembic import context
 
 from sqlheads.store.schema import metadata
+from sqlheads.store.server_checks import COMPATIBILITY_GUARD, check_compatibility
 
 config = context.config
 
@@ -43,7 +44,8 @@ def run_offline() -> None:
         version_table_schema=MSSQL_SCHEMA if is_mssql else None,
     )
     with context.begin_transaction():
-        if is_mssql:
+        if is_mssql:  # a database below level 160 stops the reviewed script here, with the fix
+            context.execute(COMPATIBILITY_GUARD)
             context.execute(CREATE_SCHEMA)
         context.run_migrations()
 
@@ -63,6 +65,7 @@ def run_online() -> None:
 def _run_with(connection) -> None:
     is_mssql = connection.dialect.name == "mssql"
     if is_mssql:
+        check_compatibility(connection)  # 50075 with the fix, before anything is created
         connection.exec_driver_sql(CREATE_SCHEMA)
     context.configure(
         connection=connection,

@@ -82,6 +82,20 @@ def embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def tiny_embedded_template(tmp_path_factory, rt_sample: pd.DataFrame) -> Path:
+    """40 reviews (20 a class) in table 'reviews', embedded into set 'reviews' (owned by this
+    OS user) with the default encoder."""
+    path = tmp_path_factory.mktemp("tiny_embedded") / "heads.db"
+    store = Store.from_url(f"sqlite:///{path}")
+    host.init(store)
+    tiny = pd.concat(g.head(20) for _, g in rt_sample.groupby("label")).reset_index(drop=True)
+    tiny.to_sql("reviews", store.engine, index=False)
+    host.embed(store, set_name="reviews", source="SELECT item_key, text FROM reviews")
+    store.engine.dispose()
+    return path
+
+
 @pytest.fixture
 def embedded(embedded_template: Path, copy_database) -> Store:
     """The sample embedded into set 'reviews' with the default encoder (a copy of its own)."""
@@ -129,10 +143,8 @@ def encoder_student(taught_tiny: pd.DataFrame):
     ``distill --student encoder`` fits one: MiniLM, 3 CPU steps of 8 rows of 32 tokens, then its
     checked fp32 export and int8 graph. Fitted once: test_kinds and test_encoder_student read it."""
     kind = kinds.KINDS["encoder_student"]
-    params = kinds.StudentParams(
-        student=kind.student, max_length=32, max_steps=3, device="cpu"
-    ).validate()
-    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8)).validate()
+    params = kinds.student_params(kind.student, max_length=32, max_steps=3, device="cpu")
+    distill = kind.distill_params(DistillParams(epochs=1, batch_size=8))
     return kind.distill(
         taught_tiny["text"].tolist(),
         ["negative", "positive"],
@@ -167,6 +179,14 @@ def run_demo(folder: Path) -> dict:
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
+
+
+def order_free_metrics(metrics_json: str) -> dict:
+    """A version's metrics less the one figure that is a wall-clock time (the baseline's
+    ``seconds``): everything else must be the same for the same rows, in any order."""
+    metrics = json.loads(metrics_json)
+    metrics.get("baseline", {}).pop("seconds", None)
+    return metrics
 
 
 def count_rows(store: Store, table) -> int:

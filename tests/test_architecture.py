@@ -50,6 +50,7 @@ FAMILIES = {
     "sqlheads.engine.heads": "heads",  # MLP heads on stored vectors
     "sqlheads.engine.loop": "loop",  # after deployment: which rows to label, drift
     "sqlheads.engine.progress": "shared",  # what every family may use
+    "sqlheads.engine.constraints": "shared",  # parameter objects: what each field accepts
     "sqlheads.engine.devices": "shared",
     "sqlheads.engine.evaluation": "shared",
     "sqlheads.engine.baseline": "shared",

@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sqlheads.compute.train import train
+from sqlheads.compute.train import TrainParams, train
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ClassNameError
+
+ONE_EPOCH = TrainParams(head_params=HeadParams(epochs=1))
 
 
 def labelled(classes: list[str]) -> pd.DataFrame:
@@ -31,11 +33,11 @@ def labelled(classes: list[str]) -> pd.DataFrame:
 @pytest.mark.parametrize("bad", [".hidden", "trailing.", "very..good"])
 def test_train_refuses_a_class_name_for_json_path_cannot_hold(bad: str) -> None:
     with pytest.raises(ClassNameError) as refused:
-        train(labelled(["fine", bad]), params=HeadParams(epochs=1), dim=8)
+        train(labelled(["fine", bad]), params=ONE_EPOCH, dim=8)
     assert refused.value.number == 50073
     assert repr(bad) in str(refused.value) and "rename" in str(refused.value)
 
 
 def test_train_keeps_class_names_with_single_inner_dots() -> None:
-    out = train(labelled(["very.good", "bad"]), params=HeadParams(epochs=1), dim=8)
+    out = train(labelled(["very.good", "bad"]), params=ONE_EPOCH, dim=8)
     assert out.iloc[0]["classes_json"] == '["bad", "very.good"]'

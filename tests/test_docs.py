@@ -100,3 +100,43 @@ def test_getting_started_repeats_the_readme_install_exactly(page: str):
     """The site's install block is the README's, which CI runs (tests/test_readme.py)."""
     install = re.search(r"## Install\n\n```bash\n(.*?)```", README, re.S).group(1)
     assert f"```bash\n{install}```" in (ROOT / "docs" / page).read_text(encoding="utf-8")
+
+
+def test_every_command_is_described_in_the_cli_reference():
+    """The hand-written table of docs/reference/cli.md gives every command of the application
+    a description (issue 38: init, encoders and demo had empty rows)."""
+    import typer.main
+
+    from sqlheads.cli import app
+
+    page = (ROOT / "docs/reference/cli.md").read_text(encoding="utf-8")
+    described = {
+        row[0].strip("`"): row[1] for row in _table_rows(page, "| command | what it does |")
+    }
+    for name in typer.main.get_command(app).commands:
+        assert len(described.get(name, "").split()) >= 8, f"{name}: no description"
+
+
+def _markdown_lint(*paths: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """pymarkdownlnt over ``paths`` with the project's rules (pyproject.toml [tool.pymarkdown])."""
+    return subprocess.run(
+        [sys.executable, "-m", "pymarkdown", "--config", str(ROOT / "pyproject.toml"), "scan",
+         "-r", *paths],
+        cwd=cwd, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_the_markdown_lint_passes_on_the_readme_and_every_page():
+    linted = _markdown_lint("README.md", "docs")
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+def test_the_markdown_lint_catches_a_list_run_into_its_paragraph(tmp_path):
+    """The mistake issue 38 found: without a blank line before it, MkDocs renders a list as
+    part of the paragraph above; the lint must refuse it (and accept the fixed page)."""
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nWhere a new thing goes:\n- a verb\n- a kind\n", encoding="utf-8")
+    caught = _markdown_lint(str(page), cwd=tmp_path)
+    assert caught.returncode != 0 and "MD032" in caught.stdout, caught.stdout
+    page.write_text("# Page\n\nWhere a new thing goes:\n\n- a verb\n- a kind\n", encoding="utf-8")
+    assert _markdown_lint(str(page), cwd=tmp_path).returncode == 0

@@ -64,7 +64,7 @@ def test_the_export_is_checked_fp32_against_pytorch_and_int8_against_fp32(
         "positive",
     ]
     assert meta["max_length"] == "32" and "tokenizer_json" in meta
-    # dynamic int8: integer weights in the graph, ~4x smaller than MiniLM's 91 MB fp32 graph
+    # int8: integer weights in the graph, ~4x smaller than MiniLM's 91 MB fp32 graph
     assert any(i.data_type == onnx.TensorProto.INT8 for i in graph.graph.initializer)
     assert len(encoder_student.to_bytes()) < 40e6
     assert encoder_student.n_parameters_ > 20e6 and encoder_student.steps_ == 3
@@ -122,7 +122,7 @@ def test_encoder_is_a_student_of_distill():
     with pytest.raises(UnknownKindError, match="encoder"):
         kinds.student_kind("transformer")
     with pytest.raises(InvalidParameterError, match="max_length"):
-        EncoderStudentParams(max_length=4).validate()
+        EncoderStudentParams(max_length=4)
 
 
 def test_distill_an_encoder_student_then_predict_into_latest_predictions(

@@ -41,7 +41,7 @@ def test_max_cosine_one_turns_the_look_off_even_for_copies() -> None:
 @pytest.mark.parametrize(("n", "cosine"), [(0, 0.9), (3, 0.0), (3, 1.5)])
 def test_the_diverse_queue_refuses_out_of_range_parameters(n: int, cosine: float) -> None:
     with pytest.raises(InvalidParameterError) as refused:
-        DiverseQueue(n=n, max_cosine=cosine).validate()
+        DiverseQueue(n=n, max_cosine=cosine)
     assert refused.value.number == 50012 and "pass a value" in refused.value.message
 
 

@@ -15,12 +15,14 @@ from sentence_transformers import SentenceTransformer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench/
 
 from bench.emulated import cosine, embed_emulated  # noqa: E402
+from bench.int8_graphs import BATCH_OF_32, batchings  # noqa: E402
 from sqlheads import datasets  # noqa: E402
 from sqlheads.engine.encoders import export  # noqa: E402
 from sqlheads.engine.encoders import onnx_encoder as encoder_module  # noqa: E402
 from sqlheads.engine.encoders.int8 import MIN_COSINE_FLOOR  # noqa: E402
 from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
     WINDOW_OVERLAP,
+    EncoderRef,
     OnnxEncoder,
     Tokenizer,
     int8_kernels,
@@ -84,10 +86,30 @@ def test_int8_default_stays_close_to_fp32(fp32_artifact, int8_artifact, tmp_path
     assert np.sum(a * b, axis=1).min() > MIN_COSINE_FLOOR
 
 
+def test_int8_vectors_do_not_depend_on_the_batch(int8_artifact, tmp_path):
+    """Issue 35: a row's int8 vector depends on its text alone, not on the rows, their number or
+    the padding that share its batch. Per-tensor activation scales (onnxruntime's dynamic
+    quantisation) failed this: cosine 0.98 between batchings of the same text. Each row's scale
+    of its own makes the vectors bit-identical here; the issue asks for cosine 0.99999 at least."""
+    texts = MIXED + datasets.rotten_tomatoes()["text"].head(16).tolist()
+    reviews = datasets.imdb()["text"]
+    long = reviews[reviews.str.len() > 3000].iloc[0]  # past 256 tokens: the batch's width
+    found = batchings(_session(int8_artifact, tmp_path), texts, long)
+    alone = found.pop("alone")
+    for name, vectors in found.items():
+        assert cosine(vectors, alone).min() >= 0.99999, name
+        assert np.array_equal(vectors, alone), name
+
+
 def test_int8_default_quantises_every_weight_matmul_whatever_the_cpu(fp32_artifact, int8_artifact):
     """The catalogue decides, not a parity measured on this CPU: the same graph on every kind."""
-    assert export.weight_matmuls(int8_artifact.onnx) == (24, 0)  # 6 x (Attention + 3 MatMuls)
+    # 6 x (Q, K, V projections + 3 MatMuls) int8; fp32's fused Attention holds Q, K and V.
+    assert export.weight_matmuls(int8_artifact.onnx) == (36, 0)
     assert export.weight_matmuls(fp32_artifact.onnx) == (0, 24)
+    # No operator that takes an activation scale from the whole batch (issue 35).
+    ops = {n.op_type for n in onnx.load_from_string(int8_artifact.onnx).graph.node}
+    assert not ops & {"DynamicQuantizeLinear", "DynamicQuantizeMatMul", "QAttention"}
+    assert {"MatMulIntegerToFloat", "MultiHeadAttention"} <= ops
     assert int8_artifact.quantization == "int8"
     decision = export.int8_decision(int8_artifact.onnx)
     assert decision.choice == "int8" and decision.decided_by == "catalogue: all-MiniLM-L6-v2"
@@ -110,7 +132,7 @@ def test_int8_weights_cannot_saturate_the_kernels_of_a_cpu_without_vnni(int8_art
         for node in graph.node
         if node.op_type in export.INT8_MATMULS and node.input[1] in weights
     ]
-    assert len(int8_weights) == 24 and all(w.dtype == np.int8 for w in int8_weights)
+    assert len(int8_weights) == 36 and all(w.dtype == np.int8 for w in int8_weights)
     assert max(int(np.abs(w.astype(np.int16)).max()) for w in int8_weights) <= 64
     assert 255 * (64 + 64) < 2**15
 
@@ -123,16 +145,20 @@ def test_int8_weights_cannot_saturate_the_kernels_of_a_cpu_without_vnni(int8_art
 def test_a_cpu_without_vnni_computes_the_same_vectors_emulated(fp32_artifact, int8_artifact):
     """onnxruntime under QEMU's Haswell model (AVX2 and FMA; no AVX-512, no VNNI) runs its
     int8 kernels for such a CPU: the graph gives there what it gives here, whichever kind this
-    machine is. Measured on all 1,706 held-out RT rows (``python -m bench.emulated``, on a VNNI
-    host): mean cosine 0.9998 (min 0.994) to the host's vectors, head accuracy 78.37 % vs
-    78.43 %."""
-    texts = MIXED + datasets.rotten_tomatoes()["text"].head(40).tolist()
+    machine is; and there too a text's vector does not depend on its batch. Measured on all
+    1,706 held-out RT rows (``python -m bench.emulated``, on a VNNI host): mean cosine 0.99994
+    (min 0.9974) to the host's vectors, head accuracy 77.78 % on both."""
+    texts = MIXED + datasets.rotten_tomatoes()["text"].head(16).tolist()
     texts = [" ".join(t.split()) for t in texts]  # one line each for the emulated process
     here = OnnxEncoder(
         int8_artifact.onnx, int8_artifact.tokenizer_json, dim=int8_artifact.dim,
         max_length=int8_artifact.max_length,
     ).encode(texts).vectors  # fmt: skip
-    emulated = embed_emulated(int8_artifact, texts)
+    found = embed_emulated(int8_artifact, texts, batched=True)
+    emulated = found[BATCH_OF_32]
+    # There too a text's vector is the same bits whatever shares its batch (issue 35).
+    for name, vectors in found.items():
+        assert np.array_equal(vectors, emulated), name
     fp32 = OnnxEncoder(
         fp32_artifact.onnx, fp32_artifact.tokenizer_json, dim=fp32_artifact.dim,
         max_length=fp32_artifact.max_length,
@@ -166,10 +192,13 @@ def test_int8_graph_without_int8_matmuls_is_refused(fp32_artifact):
 
 
 def test_batch_composition_does_not_change_fp32_vectors(fp32_artifact, tmp_path):
-    encoder = _session(fp32_artifact, tmp_path)
-    together = encoder.encode(MIXED, batch_size=4).vectors
-    alone = np.vstack([encoder.encode([t]).vectors for t in MIXED])
-    assert np.abs(together - alone).max() < 1e-4
+    """The pooling sums a text's tokens in order whatever follows them (padding adds exact
+    zeros): a sum over the padded axis rounded differently by batch shape (ReduceSum, up to
+    5e-8 before)."""
+    found = batchings(_session(fp32_artifact, tmp_path), MIXED, MIXED[-1] * 40)
+    alone = found.pop("alone")
+    for name, vectors in found.items():
+        assert np.array_equal(vectors, alone), name
 
 
 def test_export_is_refused_when_parity_fails(monkeypatch):
@@ -220,18 +249,22 @@ def test_cache_needs_bytes_once_then_loads_by_sha(fp32_artifact, tmp_path, monke
     monkeypatch.setattr(encoder_module, "_loaded", {})
     sha = fp32_artifact.sha256
     with pytest.raises(EncoderNotCachedError, match="pass its bytes"):
-        load_encoder(sha)
+        load_encoder(EncoderRef(sha))
     with pytest.raises(EncoderNotCachedError, match="corrupt"):
-        load_encoder(sha, onnx=b"not a model", tokenizer_json="{}", dim=384, max_length=256)
+        load_encoder(
+            EncoderRef(sha, onnx=b"not a model", tokenizer_json="{}", dim=384, max_length=256)
+        )
     first = load_encoder(
-        sha,
-        onnx=fp32_artifact.onnx,
-        tokenizer_json=fp32_artifact.tokenizer_json,
-        dim=fp32_artifact.dim,
-        max_length=fp32_artifact.max_length,
+        EncoderRef(
+            sha,
+            onnx=fp32_artifact.onnx,
+            tokenizer_json=fp32_artifact.tokenizer_json,
+            dim=fp32_artifact.dim,
+            max_length=fp32_artifact.max_length,
+        )
     )
     monkeypatch.setattr(encoder_module, "_loaded", {})  # a new process: only the disk remains
-    second = load_encoder(sha)
+    second = load_encoder(EncoderRef(sha))
     assert np.allclose(first.encode(MIXED).vectors, second.encode(MIXED).vectors)
 
 
@@ -249,11 +282,12 @@ def test_the_same_bytes_registered_with_two_window_lengths_keep_their_own(
         "dim": fp32_artifact.dim,
     }
     long_text = " ".join(MIXED * 8)  # about 300 tokens
-    wide = load_encoder(fp32_artifact.sha256, max_length=256, **arguments)
-    narrow = load_encoder(fp32_artifact.sha256, max_length=64, **arguments)
+    wide = load_encoder(EncoderRef(fp32_artifact.sha256, max_length=256, **arguments))
+    narrow = load_encoder(EncoderRef(fp32_artifact.sha256, max_length=64, **arguments))
     assert (wide.max_length, narrow.max_length) == (256, 64)
     assert narrow.encode([long_text]).windows[0] > wide.encode([long_text]).windows[0]
-    assert load_encoder(fp32_artifact.sha256) is wide  # no window asked: the one loaded first
+    # no window asked: the one loaded first
+    assert load_encoder(EncoderRef(fp32_artifact.sha256)) is wide
 
 
 def test_batches_fill_to_a_token_budget_not_a_row_count():

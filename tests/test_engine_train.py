@@ -305,7 +305,7 @@ def test_a_fall_under_tol_still_keeps_the_lowest_loss_epoch():
 @pytest.mark.parametrize("tol", [-1e-3, 1.0, float("nan")])
 def test_tol_out_of_range_is_refused(tol: float):
     with pytest.raises(InvalidParameterError, match="tol"):
-        HeadParams(tol=tol).validate()
+        HeadParams(tol=tol)
 
 
 @pytest.mark.parametrize("patience", [1, 3])

@@ -6,8 +6,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import create_mock_engine, func, update
-from sqlalchemy.dialects import mssql
+from sqlalchemy import func, update
 
 from sqlheads.errors import (
     BusyError,
@@ -17,7 +16,7 @@ from sqlheads.errors import (
     UnknownJobKindError,
 )
 from sqlheads.store import schema as s
-from sqlheads.store.jobs import CLAIM_HINT, JobQueue, in_range, split_keys
+from sqlheads.store.jobs import JobQueue, in_range, split_keys
 from sqlheads.store.repository import Store
 
 PARAMS = {"source": "SELECT item_key, text FROM reviews", "engine": "onnx"}
@@ -152,18 +151,3 @@ def test_refusals(store: Store) -> None:
         queue.listing(state="finished")
     with pytest.raises(UnknownJobKindError):
         queue.claim("w1", kinds=["bogus"])
-
-
-def test_sql_server_claim_reads_past_locked_rows() -> None:
-    """The claim SELECT as SQL Server receives it: TOP (1) with UPDLOCK, READPAST, ROWLOCK."""
-    engine = create_mock_engine("mssql://", lambda *a, **k: None)
-    queue = JobQueue(Store(engine), stale_after_seconds=120)
-    sql = str(
-        queue.claimable(["embed"]).compile(
-            dialect=mssql.dialect(), compile_kwargs={"literal_binds": True}
-        )
-    )
-    assert "SELECT TOP 1" in sql
-    assert f"FROM job_queue {CLAIM_HINT}" in sql
-    assert "dateadd(second, -120, CURRENT_TIMESTAMP)" in sql
-    assert "ORDER BY job_queue.job_id" in sql

@@ -39,8 +39,8 @@ def _teaching(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 def _distilled(kind: kinds.ModelKind, inputs, rows: pd.DataFrame, encoder=(None, None), **options):
     gold, logits = _teaching(rows)
-    distill = kind.distill_params(DistillParams(epochs=1, seed=0, batch_size=8)).validate()
-    params = kinds.StudentParams(student=kind.student, **options).validate()
+    distill = kind.distill_params(DistillParams(epochs=1, seed=0, batch_size=8))
+    params = kinds.student_params(kind.student, **options)
     tokenizer_json, onnx = encoder
     fit = kinds.StudentFit(params, distill, tokenizer_json=tokenizer_json, encoder_onnx=onnx)
     return kind.distill(inputs, CLASSES, logits, gold, fit)

@@ -85,3 +85,18 @@ def test_plots_are_written(embedded: Store, rt_sample: pd.DataFrame, tmp_path):
 
     refused = runner.invoke(app, ["--url", url, "--json", "plot", "job", "--job-id", "999"])
     assert refused.exit_code == 2 and json.loads(refused.stdout)["number"] == 50001
+
+
+def test_the_students_legend_lists_only_what_is_drawn(embedded: Store):
+    """A head with no student and no teacher (issue 38: the legend listed teacher and student
+    markers that were not drawn)."""
+    host.train(embedded, head="sentiment", set_name="reviews", labels=LABELS, epochs=3)
+    points, baseline = report_data.student_points(embedded, "sentiment")
+    plt = figures.pyplot()
+    figure, ax = plt.subplots(figsize=plots.SIZE)
+    try:
+        figures.draw_students(ax, "sentiment", points, baseline)
+        shown = [text.get_text() for text in ax.get_legend().get_texts()]
+    finally:
+        plt.close(figure)
+    assert shown == ["head", "TF-IDF + LR baseline"], shown

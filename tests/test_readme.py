@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -65,8 +66,6 @@ NOT_HERE = {
 
 def _pages() -> list[str]:
     """The README, then every page of the site in the order of its navigation."""
-    import yaml
-
     found: list[str] = []
 
     def walk(entry: object) -> None:
@@ -79,13 +78,18 @@ def _pages() -> list[str]:
             for value in entry:
                 walk(value)
 
-    class Loader(yaml.SafeLoader):
-        """Safe, but reads mkdocs.yml's ``!!python/name:`` tags (a Markdown extension's
-        function, which MkDocs imports) as the name alone."""
-
-    Loader.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda _, name, __: name)
-    walk(yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=Loader)["nav"])
+    walk(yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_ConfigLoader)["nav"])
     return ["README.md", *found]
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """mkdocs.yml as data: a ``!!python/name:`` tag (the Mermaid fence's format function) is
+    read as its name, never imported."""
+
+
+_ConfigLoader.add_multi_constructor(
+    "tag:yaml.org,2002:python/name:", lambda loader, suffix, node: suffix
+)
 
 
 def _blocks() -> list[tuple[str, int, str]]:
@@ -170,8 +174,8 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
 
 def _sqlheads_commands() -> list[tuple[str, list[str]]]:
     """(where, arguments) of every ``sqlheads`` command in the shell blocks, the skipped ones
-    included; continuation lines joined, comments, ``&`` and ``VAR=value`` prefixes dropped,
-    ``${VAR:-default}`` read as its default."""
+    included; continuation lines and quoted strings over several lines joined, comments, ``&``
+    and ``VAR=value`` prefixes dropped, ``${VAR:-default}`` read as its default."""
     found = []
     for page, fence, block in BLOCKS:
         command, first = "", 0
@@ -179,7 +183,10 @@ def _sqlheads_commands() -> list[tuple[str, list[str]]]:
             command, first = command + " " + text.removesuffix("\\"), first or offset
             if text.endswith("\\"):
                 continue
-            words = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command), comments=True)
+            try:
+                words = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command), comments=True)
+            except ValueError:  # a quoted string goes on over the next line, as bash reads it
+                continue
             while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
                 words = words[1:]
             if words and words[0] == "sqlheads":
@@ -219,3 +226,39 @@ def test_every_sqlheads_command_in_the_docs_names_a_verb_and_options_that_exist(
             verb.make_context(name, rest, parent=context)
         except Exception as error:  # typer's own copy of click raises its own usage errors
             pytest.fail(f"{where}: sqlheads {' '.join(arguments)}: {error!r}")
+
+
+def _columns_at_80(command: str, wide: bool) -> tuple[set[str], set[str]]:
+    """(every column name of a listing, those it prints at 80 columns): keys and headers, as
+    the tables of ``sqlheads.cli.tables`` rank them (the README's and cli.md's examples)."""
+    from sqlheads.cli import tables
+
+    def names(columns) -> set[str]:
+        return {word for c in columns for word in (c.key, c.header, *c.header.split())}
+
+    if command == "models":
+        every = names(tables.MODELS_WIDE)
+        return every, names(
+            [c for c in tables.MODELS_WIDE if c.rank <= 6] if wide else tables.MODELS
+        )
+    every = names(tables.CATALOGUE) | names(tables.REGISTERED)
+    shown = [c for c in (*tables.CATALOGUE, *tables.REGISTERED) if c.key not in (
+        "rows_per_second", "accuracy", "parity_cosine")]  # fmt: skip
+    return every, names(shown)
+
+
+def test_a_block_comment_promises_only_columns_its_command_prints():
+    """Issue 38: `sqlheads models  # kind, parameters, teacher, teacher_accuracy` named columns
+    that 80 columns do not show. A comment after ``models`` or ``encoders`` names only columns
+    the command prints at 80 columns, unless it says where the rest are (``--json``)."""
+    promised = []
+    for page, fence, block in BLOCKS:
+        for offset, line in enumerate(block.splitlines(), start=fence + 1):
+            found = re.match(r"\s*sqlheads\b(.*?)\b(models|encoders)\b(.*?)#(.*)", line)
+            if found is None or "--json" in found.group(1) + found.group(3) + found.group(4):
+                continue
+            every, shown = _columns_at_80(found.group(2), "--wide" in found.group(3))
+            words = {w.removesuffix("'s") for w in re.findall(r"[\w']+", found.group(4))}
+            if hidden := sorted((words & every) - shown):
+                promised.append(f"{page} line {offset}: {hidden} are not printed")
+    assert promised == [], promised

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +18,8 @@ from sqlheads.report.data import FIGURES, load_report_data
 from sqlheads.report.figures import pyplot
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
+from sqlheads.verbs.drift import NO_SET_JUDGED
+from sqlheads.verbs.label_queue import EMPTY_QUEUE
 
 HEAD = "rt_sentiment"
 LABELS = "SELECT item_key, label FROM reviews"
@@ -152,3 +156,46 @@ def test_versions_plot_draws_equal_scores_as_equal(embedded: Store):
         assert 0 <= low < data.versions["accuracy"].iloc[0] < high <= 1 and high - low >= 0.1
     finally:
         pyplot().close(figure)
+
+
+def _figures(page: str) -> dict[str, tuple[str, str]]:
+    """{figure: (its img alt, its figcaption)} of a report page."""
+    found = re.findall(
+        r'<img src="(\w+)\.png" alt="([^"]*)"><figcaption>(.*?)</figcaption>', page, re.S
+    )
+    return {name: (alt, html.unescape(caption)) for name, alt, caption in found}
+
+
+@pytest.mark.slow
+def test_the_page_says_in_words_what_the_cli_says(trained: Store, tmp_path):
+    """The demo's case (issue 38): every labelled row was trained on, so the queue is empty and
+    no set is judged for drift; the page says so in the CLI's words, never as a Python dict, and
+    lists the parameters as a table, not as JSON."""
+    result = build_report(trained, HEAD, out_dir=tmp_path / "report")
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    words = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert "{'" not in words and "'rows'" not in words, words
+    assert EMPTY_QUEUE in words and NO_SET_JUDGED in words, words
+    assert '{"recipe"' not in words
+    params = json.loads(trained.model_record(result["model_id"])["params_json"])
+    for name, value in params.items():
+        assert re.search(rf"<td>{name}</td><td>{re.escape(str(value))}</td>", page), name
+
+
+@pytest.mark.slow
+def test_each_caption_says_more_than_its_plots_title(trained: Store, tmp_path):
+    build_report(trained, HEAD, out_dir=tmp_path / "report")
+    shown = _figures((tmp_path / "report" / "index.html").read_text(encoding="utf-8"))
+    assert set(shown) == set(FIGURES)
+    data = load_report_data(trained, HEAD)
+    for name in FIGURES:
+        figure, ax = pyplot().subplots()
+        try:
+            figures.DRAWERS[name](ax, data)
+            title = ax.get_title().lower()
+        finally:
+            pyplot().close(figure)
+        caption = shown[name][1].lower()
+        assert len(caption.split()) >= 8, (name, caption)
+        if title:
+            assert title not in caption and caption not in title, (name, title, caption)

@@ -97,6 +97,9 @@ def test_stored_queries_are_read_only_through_set_source() -> None:
                 readers.add(name)
     assert readers == {"heads.set_source"}
     source = strip_comments_and_strings(BY_NAME["heads.set_source"].read_text())
-    assert "@stored_by IS NULL OR @stored_by <> USER_NAME()" in source
+    # by security identifier since revision 0008: a user made again under a dropped user's
+    # name is another principal (the fourth audit, finding 9)
+    assert "@stored_by IS NULL OR @stored_by <> USER_SID()" in source
+    assert "@stored_by = es.source_sid" in source
     for verb in ("heads.predict", "heads.distill", "heads.request_teacher"):
         assert "EXEC heads.set_source" in BY_NAME[verb].read_text(), verb

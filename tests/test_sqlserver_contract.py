@@ -20,7 +20,14 @@ from sqlserver_tsql import (
 
 from sqlheads.compute.columns import DISTILL_OUTPUT, EMBED_OUTPUT, PREDICT_OUTPUT, TRAIN_OUTPUT
 from sqlheads.errors import ERRORS
-from sqlheads.store import queue_drift, schema, server_versions
+from sqlheads.store import (
+    queue_drift,
+    schema,
+    server_jobs,
+    server_versions,
+    set_writes,
+    transfer_cache,
+)
 
 # The procedures analysts and admins call, as they stand at the newest revision.
 PUBLIC = sorted(
@@ -136,6 +143,8 @@ def test_every_error_number_is_documented() -> None:
 TABLES = {t.name: {c.name for c in t.columns} for t in schema.metadata.sorted_tables}
 # SQL Server only (migration 0003): Python's policy, copied by every migration.
 TABLES["settings"] = {"name", "default_value", "choices", "minimum", "maximum"}
+# Alembic's own (the schema revision), which the roles read from revision 0008 on.
+TABLES["alembic_version"] = {"version_num"}
 VIEWS = {
     name: list(build().selected_columns.keys())
     for name, build in (schema.VIEWS | queue_drift.VIEWS).items()
@@ -161,8 +170,15 @@ CALLER_TEMPS = {
     name: columns
     for path in sqlheads_sql.object_files()
     for name, columns in temp_tables(strip_comments_and_strings(path.read_text())).items()
-} | {  # made by the Python that calls the procedure (heads.store_soft_labels reads it)
-    server_versions.SOFT_LABELS_STAGE: server_versions.SOFT_LABELS_COLUMNS
+} | {  # made by the Python that calls the procedure (heads.store_soft_labels reads it, ...)
+    name: {column: kind.split()[0] for column, kind in columns.items()}
+    for name, columns in (
+        (server_versions.SOFT_LABELS_STAGE, server_versions.SOFT_LABELS_COLUMNS),
+        (set_writes.EMBED_ROWS_STAGE, set_writes.EMBED_ROWS_COLUMNS),  # write_embeddings
+        (transfer_cache.TRANSFER_ROWS_STAGE, transfer_cache.TRANSFER_ROWS_COLUMNS),
+        (server_jobs.PARTS_STAGE, server_jobs.PARTS_COLUMNS),  # heads.enqueue_job
+        (server_jobs.INPUTS_STAGE, server_jobs.INPUTS_COLUMNS),
+    )
 }
 
 

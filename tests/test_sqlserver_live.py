@@ -466,3 +466,47 @@ def test_the_label_queue_and_drift_as_a_reader(admin, people) -> None:
         (f"r_{s}", len(queue), 0)  # fewer rows than the recorded minimum: not judged
     ]
     run(admin, "EXEC heads.drop_head @head = ?", head)
+
+
+def test_train_keeps_a_heads_versions_on_one_encoder_unless_asked(admin, people) -> None:
+    """Revision 0008: heads.train refuses a set of another encoder than the head's earlier
+    versions (50007, naming both and both ways out) unless @allow_encoder_change = 1."""
+    from sqlalchemy.exc import DBAPIError
+
+    from sqlheads import host
+    from sqlheads.store.repository import Store
+
+    s = admin.suffix
+    analyst, head, table = people["analyst"], f"e_{s}", people["table"]
+    other = f"minilm-fp32-{s}"
+    host.register_encoder(Store.from_url(URL), name=other, quantization="none")
+    source = f"SELECT review_id AS item_key, body AS text FROM {table}"
+    labels = f"SELECT review_id AS item_key, quality AS label FROM {table}"
+    run(analyst, "EXEC heads.embed @set = ?, @source = ?, @progress = 0", f"r_{s}", source)
+    run(
+        analyst,
+        "EXEC heads.embed @set = ?, @source = ?, @encoder = ?, @progress = 0",
+        f"f_{s}",
+        source,
+        other,
+    )
+    try:
+        run(analyst, "EXEC heads.train @head = ?, @set = ?, @labels = ?", head, f"r_{s}", labels)
+        with pytest.raises(DBAPIError) as refused:
+            run(
+                analyst, "EXEC heads.train @head = ?, @set = ?, @labels = ?", head, f"f_{s}", labels
+            )
+        assert error_number(refused.value) == 50007
+        for named in (other, "all-MiniLM-L6-v2-int8", "@allow_encoder_change = 1", "@head"):
+            assert named in str(refused.value), refused.value
+        changed = run(
+            analyst,
+            "EXEC heads.train @head = ?, @set = ?, @labels = ?, @allow_encoder_change = 1",
+            head,
+            f"f_{s}",
+            labels,
+        )
+        assert changed[0]["version"] == 2 and changed[0]["encoder"] == other
+    finally:
+        run(admin, "EXEC heads.drop_head @head = ?", head)
+        run(admin, "EXEC heads.drop_set @set = ?, @progress = 0", f"f_{s}")

@@ -116,7 +116,11 @@ def test_a_job_without_a_requester_is_cancelled_by_an_admin_alone(admin, people)
         f"SELECT review_id AS item_key, body AS text FROM {people['table']}",
     )
     job_id = requested[0]["first_job_id"]
-    run(admin, "UPDATE heads.job_queue SET requested_user = NULL WHERE job_id = ?", job_id)
+    run(  # as a job queued before requesters were recorded (0006) and given no SID (0008)
+        admin,
+        "UPDATE heads.job_queue SET requested_user = NULL, requested_sid = NULL WHERE job_id = ?",
+        job_id,
+    )
     with pytest.raises(Exception) as refused:
         run(people["second"], "EXEC heads.cancel_job @job_id = ?", job_id)
     assert error_number(refused.value) == 50070

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import sqlheads_sql
+from sqlserver_grants import Grant, parse_grant
 from sqlserver_tsql import (
     ROOT,
     procedure_parameters,
@@ -23,8 +24,10 @@ from sqlserver_tsql import (
 )
 
 from sqlheads import procedures, settings
+from sqlheads.compute.embed import EmbedParams
 from sqlheads.engine.heads import HeadParams
 from sqlheads.errors import ERRORS, InvalidParameterError
+from sqlheads.store import schema
 
 CURRENT = sqlheads_sql.object_files()
 BY_NAME = {sqlheads_sql.object_name(p)[1]: p for p in CURRENT}
@@ -113,9 +116,9 @@ def test_choices_have_one_canonical_spelling() -> None:
     with pytest.raises(InvalidParameterError, match="sometimes") as refused:
         settings.choice("deploy", "sometimes")
     assert refused.value.number == 50012
-    assert settings.bounded("embed.batch_rows", None) == 1000
+    assert EmbedParams().batch_rows == 1000  # a bounded setting's default, and its bounds
     with pytest.raises(InvalidParameterError, match="batch_size") as out_of_range:
-        settings.bounded("embed.batch_size", 0)
+        EmbedParams(batch_size=0)
     assert out_of_range.value.number == 50012
     # T-SQL canonicalises in heads.setting, against the same choices, lower-cased both sides.
     setting = code(BY_NAME["heads.setting"])
@@ -247,15 +250,15 @@ def test_progress_messages_only_when_asked() -> None:
 # -- point 17: least privilege ----------------------------------------------------------------
 
 
-def grants() -> dict[str, set[str]]:
-    """``{grantee: {"PERMISSION ON target"}}`` from the current role files and the signer,
-    read as GRANT statements (a column grant is ``UPDATE (a, b) ON ...``, its columns sorted)."""
-    found: dict[str, set[str]] = {}
+def grants() -> dict[str, set[Grant]]:
+    """``{grantee: {Grant}}`` from the current role files and the signer, read as GRANT
+    statements (tests/sqlserver_grants.py reads them; a column grant is a Grant per column)."""
+    found: dict[str, set[Grant]] = {}
     for path in CURRENT:
         for batch in sqlheads_sql.batches(path):
             for statement in _walk(statements(tokens(batch))):
                 if statement.kind == "GRANT":
-                    grantee, permissions = _grant(statement.text)
+                    grantee, permissions = parse_grant(statement.text)
                     found.setdefault(grantee, set()).update(permissions)
     return found
 
@@ -266,32 +269,43 @@ def _walk(body):
         yield from _walk(statement.body + statement.orelse + statement.catch)
 
 
-def _grant(text: str) -> tuple[str, set[str]]:
-    match = re.fullmatch(r"GRANT (.+?)(?: ON (\S+(?: :: \S+)?))? TO (\w+)", text)
-    assert match, text
-    listed, target, grantee = match.groups()
-    target = target.replace(" :: ", "::") if target else None
-    permissions = set()
-    for permission in re.findall(r"[A-Z][A-Z ]*?(?: \([^)]*\))?(?= ,|$)", listed):
-        words = permission.split(" (")
-        name = words[0].strip()
-        if len(words) > 1:
-            columns = ", ".join(sorted(c.strip() for c in words[1].rstrip(")").split(",")))
-            name = f"{name} ({columns})"
-        permissions.add(f"{name} ON {target}" if target else name)
-    return grantee, permissions
+def executable(role: str) -> set[str]:
+    return {g.target for g in grants().get(role, set()) if g.permission == "EXECUTE"}
 
 
 def test_only_the_certificate_user_may_run_external_scripts() -> None:
-    holders = {g for g, perms in grants().items() if "EXECUTE ANY EXTERNAL SCRIPT" in perms}
+    holders = {
+        grantee
+        for grantee, held in grants().items()
+        if any(g.permission == "EXECUTE ANY EXTERNAL SCRIPT" for g in held)
+    }
     assert holders == {"heads_external_script"}
 
 
-# The internal procedures a role may run: the scoped writes (sql/0007/internal/), each of
-# which checks the job a sidecar holds, or heads_admin (heads.assert_job_held).
-SCOPED_WRITES = {
-    "heads_sidecar": {"heads.add_version", "heads.store_soft_labels", "heads.job_set"},
-    "heads_admin": {"heads.add_version", "heads.store_soft_labels"},
+# The internal procedures a role may run (revision 0008): the sidecar's job transitions and
+# its writes, each scoped to the job it holds (they name @worker: heads.assert_job_held or the
+# transition's own WHERE claimed_by = @worker), and heads_admin's, which record their caller
+# as author or requester (USER_SID()) or take no job (heads.assert_job_held with @job_id NULL).
+SCOPED = {
+    "heads_sidecar": {
+        "heads.claim_job",
+        "heads.heartbeat_job",
+        "heads.finish_job",
+        "heads.fail_job",
+        "heads.release_job",
+        "heads.job_set",
+        "heads.write_embeddings",
+        "heads.write_transfer_rows",
+        "heads.add_version",
+        "heads.store_soft_labels",
+    },
+    "heads_admin": {
+        "heads.add_version",
+        "heads.store_soft_labels",
+        "heads.write_transfer_rows",
+        "heads.store_set",
+        "heads.enqueue_job",
+    },
 }
 
 
@@ -299,19 +313,23 @@ def test_roles_get_the_doors_and_nothing_behind_them() -> None:
     found = grants()
     public = {f"heads.{p.stem}" for p in PUBLIC}
     internal = {n for n, p in BY_NAME.items() if p.parent.name == "internal"}
-    for role, perms in found.items():
-        executable = {p.split("::")[1] for p in perms if p.startswith("EXECUTE ON")}
-        doors = executable - SCOPED_WRITES.get(role, set())
+    for role in found:
+        doors = executable(role) - SCOPED.get(role, set())
         assert doors <= public and not doors & internal, role
-        assert SCOPED_WRITES.get(role, set()) <= executable, role
-    analyst = {p.split("::")[1] for p in found["heads_analyst"] if p.startswith("EXECUTE ON")}
-    assert analyst == public - {"heads.drop_head", "heads.drop_set"}
-    assert all(p.startswith("SELECT ON") for p in found["heads_reader"])
-    readable = {p.split("::")[1] for p in found["heads_reader"]}
+        assert SCOPED.get(role, set()) <= executable(role), role
+    for procedure in set().union(*SCOPED.values()):
+        text = code(BY_NAME[procedure])
+        assert "@worker nvarchar(200)" in text or "USER_SID()" in text, procedure
+    assert executable("heads_analyst") == public - {"heads.drop_head", "heads.drop_set"}
+    assert all(g.permission == "SELECT" for g in found["heads_reader"])
+    readable = {g.target for g in found["heads_reader"]}
     views = {n for n, p in BY_NAME.items() if p.parent.name == "views"}
-    assert readable == views
+    # and the schema revision, which every `sqlheads` command reads first (revision 0008)
+    assert readable == views | {"heads.alembic_version"}
     # Analysts read the sets through heads.sets, never the table holding others' query texts.
-    assert not any("embedding_sets" in p for p in found["heads_analyst"] | found["heads_reader"])
+    assert not any(
+        "embedding_sets" in g.target for g in found["heads_analyst"] | found["heads_reader"]
+    )
 
 
 def test_signed_modules_run_only_fixed_python() -> None:
@@ -373,100 +391,46 @@ def test_a_fresh_python_imports_no_scikit_learn_or_torch() -> None:
     assert result.stdout.strip() == "[]"
 
 
-# -- the sidecar (revision 0005) --------------------------------------------------------------
+# -- the sidecar (revisions 0005 to 0008) ------------------------------------------------------
 
 
-def test_the_sidecar_role_holds_exactly_the_tables_it_reads_and_writes(tmp_path) -> None:
-    """No external script: the sidecar runs its own Python. Its writes of sets, versions and
-    soft labels go through procedures scoped to the job it holds (the third audit): it holds
-    no INSERT or UPDATE on embedding_sets (it could store a query under another user's name),
-    teachers or soft_labels, nor any write of models or deployments; it may UPDATE only the
-    job_queue columns its claims, heartbeats and results write, which a real job's whole life
-    on SQLite shows: never the requester, the parameters, or the cancel flag."""
+def test_the_sidecar_reads_tables_and_writes_only_through_procedures() -> None:
+    """No external script: the sidecar runs its own Python. Revision 0008 (the fourth audit):
+    it holds SELECT alone on the tables it reads, no column grant (the UPDATE of job_queue's
+    claim columns let it mark any job its own) and no INSERT, UPDATE or DELETE anywhere: every
+    write is a procedure scoped to the job it holds. Which tables it reads is what its run
+    needs, grant by grant (tests/test_sqlserver_grants.py), never a list copied here. Analysts
+    request and cancel, and read the queue through the view, never the table."""
     sidecar = grants()["heads_sidecar"]
-    assert {p for p in sidecar if p.startswith("EXECUTE")} == {
-        f"EXECUTE ON OBJECT::{name}" for name in SCOPED_WRITES["heads_sidecar"]
-    }
-    tables: dict[str, set[str]] = {}
-    for permission in sidecar:
-        if not permission.startswith("EXECUTE"):
-            verb, target = permission.split(" ON OBJECT::heads.")
-            tables.setdefault(target, set()).add(verb)
-    columns = sidecar_job_queue_updates(tmp_path)
-    assert tables == {
-        "job_queue": {"SELECT", f"UPDATE ({', '.join(sorted(columns))})"},
-        "job_inputs": {"SELECT", "DELETE"},  # what each request captured (issue 19)
-        "encoders": {"SELECT"},
-        "settings": {"SELECT"},
-        "embedding_sets": {"SELECT"},  # created and given a source by heads.job_set
-        "embeddings": {"SELECT", "INSERT", "DELETE"},
-        "rejects": {"SELECT", "INSERT", "DELETE"},
-        "models": {"SELECT"},  # written through heads.add_version
-        "model_figures": {"SELECT"},
-        "deployments": {"SELECT"},  # written through heads.add_version
-        "teachers": {"SELECT"},  # written through heads.store_soft_labels
-        "soft_labels": {"SELECT"},
-    }
-    assert not {"requested_user", "requested_by", "parameters_json", "cancel_requested"} & columns
-    # Analysts request and cancel, and read the queue through the view, never the table.
+    assert {g.target for g in sidecar if g.permission == "EXECUTE"} == SCOPED["heads_sidecar"]
+    tables = [g for g in sidecar if g.permission != "EXECUTE"]
+    assert tables and all(g.permission == "SELECT" and g.column is None for g in tables)
+    assert all(g.target.startswith("heads.") for g in tables)  # never the schema, nor dbo
     analyst = grants()["heads_analyst"]
-    assert {"EXECUTE ON OBJECT::heads.request_embed", "EXECUTE ON OBJECT::heads.cancel_job"} <= (
-        analyst
-    )
-    assert not any("job_queue" in p for p in analyst | grants()["heads_reader"])
-    assert "SELECT ON OBJECT::heads.jobs" in grants()["heads_reader"]
+    assert {"heads.request_embed", "heads.cancel_job"} <= executable("heads_analyst")
+    assert not any("job_queue" in g.target for g in analyst | grants()["heads_reader"])
+    assert Grant("SELECT", "heads.jobs") in grants()["heads_reader"]
 
 
-def sidecar_job_queue_updates(tmp_path) -> set[str]:
-    """The job_queue columns a sidecar's UPDATEs name over every path of a job's life: a
-    claim, heartbeats, progress, a finish, a transient failure put back, a release, a cancel
-    honoured, a stale job taken over, cancelled or failed for good."""
-    from datetime import datetime
-
-    from sqlalchemy import event, update
-
-    from sqlheads import host
-    from sqlheads.errors import BusyError
-    from sqlheads.store import schema
-    from sqlheads.store.jobs import JobQueue
-    from sqlheads.store.repository import Store
-
-    store = Store.from_url(f"sqlite:///{tmp_path / 'queue.db'}")
-    host.init(store)
-    queue = JobQueue(store, stale_after_seconds=1)
-    written: set[str] = set()
-
-    def record(conn, cursor, statement, parameters, context, executemany) -> None:
-        found = re.match(r"UPDATE job_queue SET (.*?)(?: WHERE|$)", statement, re.S)
-        if found and recording:
-            written.update(re.findall(r"(\w+)=", found.group(1)))
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    recording = False
-    jobs = [queue.enqueue("embed", f"s{i}", {"source": "SELECT 1"})[0] for i in range(6)]
-    recording = True
-    for _ in jobs:
-        assert queue.claim("w1", ("embed",)) is not None
-    first, transient, released, cancelled, failed, stale = (j.job_id for j in jobs)
-    queue.heartbeat(first, "w1")
-    queue.progress(first, "w1", 1, 2, "stage")
-    queue.finish(first, "w1", {"ok": True}, (2, 2))
-    queue.fail(transient, "w1", BusyError("busy"))  # transient: queued again
-    queue.release(released, "w1")
-    queue.mark_cancelled(cancelled, "w1")
-    queue.fail(failed, "w1", ValueError("for good"))
-    recording = False
-    with store.engine.begin() as c:  # its sidecar went silent, and an analyst asked to cancel
-        c.execute(
-            update(schema.job_queue)
-            .where(schema.job_queue.c.job_id == stale)
-            .values(heartbeat_at=datetime(2000, 1, 1), cancel_requested=1)
-        )
-    recording = True
-    while queue.claim("w2", ("embed",)) is not None:  # takes over what is claimable again
-        pass
-    event.remove(store.engine, "before_cursor_execute", record)
-    return written
+def test_heads_admin_writes_no_column_that_decides_who_a_query_runs_as() -> None:
+    """Finding 4 of the fourth audit: heads_admin inserts and updates the tables of the schema
+    but heads.embedding_sets (a set's source query and its author) and heads.job_queue (a
+    job's requester and parameters, which an embed job records as a set's source and author),
+    which procedures alone write; of the sets it may update the owner alone. A table added
+    later is decided here too: either admin writes it, or the list below says why not."""
+    admin = grants()["heads_admin"]
+    written = {g.target.removeprefix("heads.") for g in admin if g.permission in ("INSERT",)}
+    assert written == {t.name for t in schema.metadata.sorted_tables} - {
+        "embedding_sets",
+        "job_queue",
+        "bit_values",  # two constant rows, made by migration 0007
+    }
+    assert {g.column for g in admin if g.target == "heads.embedding_sets" and g.column} == {
+        "owner_sid",
+        "owner_user",
+    }
+    assert not any(g.target == "heads.job_queue" and g.permission != "SELECT" for g in admin)
+    assert Grant("SELECT", "SCHEMA::heads") in admin and Grant("DELETE", "SCHEMA::heads") in admin
 
 
 @pytest.mark.parametrize("name", ["request_embed", "request_teacher"])
@@ -481,9 +445,10 @@ def test_job_parameters_are_json_built_by_sql_server(name: str) -> None:
 
 
 def test_claims_read_past_locked_rows_and_cancels_lock_the_row() -> None:
-    from sqlheads.store.jobs import CLAIM_HINT
-
-    assert CLAIM_HINT == "WITH (UPDLOCK, READPAST, ROWLOCK)"
+    """READPAST under READ_COMMITTED_SNAPSHOT (which docker/migrate.py turns on): Microsoft's
+    table-hints page allows it at READ COMMITTED only beside READCOMMITTEDLOCK (finding 6)."""
+    claim = code(BY_NAME["heads.claim_job"])
+    assert "FROM heads.job_queue AS q WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)" in claim
     assert "FROM heads.job_queue AS q WITH (UPDLOCK, ROWLOCK)" in code(BY_NAME["heads.cancel_job"])
 
 

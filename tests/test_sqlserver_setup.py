@@ -8,13 +8,14 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections import namedtuple
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
 from sqlheads.errors import InvalidParameterError
-from sqlheads.store import drivers
+from sqlheads.store import drivers, server_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -154,3 +155,93 @@ def test_mssqlpython_url_on_sqlalchemy_2_0_is_refused_with_the_fix(monkeypatch) 
         drivers.check_mssql_url("mssql+mssqlpython://u:p@h/d")
     assert refused.value.number == 50012
     assert "mssql+pyodbc://" in refused.value.message and "3.11" in refused.value.message
+
+
+# -- first deployment: the database's level, and what the smoke script says (issue 36) ---------
+
+
+def test_a_database_below_level_160_is_refused_with_the_fix_before_anything_is_made() -> None:
+    assert server_checks.compatibility_refusal("sales", 160, 16) is None
+    refused = server_checks.compatibility_refusal("sales]x", 150, 16)
+    assert refused.number == 50075
+    assert "ALTER DATABASE [sales]]x] SET COMPATIBILITY_LEVEL = 160;" in refused.message
+    assert "nothing was created" in refused.message
+    older = server_checks.compatibility_refusal("sales", 150, 15)
+    assert "SQL Server 2022 or later" in older.message
+    # The check's query, as the driver sends it, parses under Microsoft's grammar; Alembic's
+    # online runs (sqlheads init) make it before anything else, offline scripts start with
+    # the same check.
+    env = (ROOT / "migrations" / "env.py").read_text()
+    assert env.index("check_compatibility(connection)") < env.index(
+        "connection.exec_driver_sql(CREATE_SCHEMA)"
+    )
+    assert env.index("context.execute(COMPATIBILITY_GUARD)") < env.index(
+        "context.execute(CREATE_SCHEMA)"
+    )
+    migrate = (DOCKER / "migrate.py").read_text()
+    assert migrate.index("check_compatibility(connection, database)") < migrate.index(
+        'ROOT / "setup.sql"'
+    )
+
+
+def test_the_compatibility_checks_parse_under_microsofts_grammar(tmp_path) -> None:
+    exe = shutil.which("maxdop")
+    assert exe, "maxdop is not installed: pip install maxdop (it is in the test extra)"
+    script = tmp_path / "check.sql"
+    script.write_text(
+        "DECLARE @database sysname = NULL;\n"
+        + server_checks.LEVEL.text.replace(":database", "@database")
+        + ";\nGO\n"
+        + server_checks.COMPATIBILITY_GUARD
+        + ";\n"
+    )
+    result = subprocess.run(
+        [exe, "--parser-version", "2022", str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
+Answer = namedtuple("Answer", "question found")
+SIGNED = [
+    Answer("signed module heads.embed_batch", "heads_external_script"),
+    Answer("database permission of heads_external_script", "EXECUTE ANY EXTERNAL SCRIPT"),
+    Answer("cache folder /var/opt/mssql/sqlheads/cache", "writable"),
+    Answer(server_checks.SIGNED_PYTHON, "ran: 2 vectors, long_text window"),
+    Answer(server_checks.OWN_PYTHON, "refused, as it should be: 297"),
+    Answer("request -> sidecar -> predict as a heads_analyst", "skipped: no login ..."),
+]
+
+
+def _answers(**changed: str) -> list:
+    return [Answer(a.question, changed.get(a.question, a.found)) for a in SIGNED]
+
+
+def test_a_signature_that_does_not_reach_the_external_script_is_reported_with_the_fix() -> None:
+    """Finding 8 of the fourth audit: whether the certificate's permission reaches
+    sys.sp_execute_external_script only a server can say (docker/smoke.sql, section 5); what
+    migrate.py makes of each answer is decided here."""
+    assert server_checks.smoke_problems(SIGNED) == []
+    refused = "FAILED: 297 The user does not have permission to perform this action."
+    (problem,) = server_checks.smoke_problems(_answers(**{server_checks.SIGNED_PYTHON: refused}))
+    assert refused in problem and server_checks.SIGNATURE_FIX in problem
+    assert "GRANT EXECUTE ANY EXTERNAL SCRIPT TO heads_external_python;" in problem
+    unsigned = [a for a in _answers(**{server_checks.SIGNED_PYTHON: refused})
+                if not a.question.startswith("signed module")]  # fmt: skip
+    (problem,) = server_checks.smoke_problems(unsigned)
+    assert "EXEC heads.sign_external_scripts;" in problem
+    allowed = "ALLOWED: analysts can run any Python (not least privilege)"
+    (problem,) = server_checks.smoke_problems(_answers(**{server_checks.OWN_PYTHON: allowed}))
+    assert "revoke EXECUTE ANY EXTERNAL SCRIPT" in problem
+    failed = "FAILED: 39004 A 'Python' script error occurred"
+    (problem,) = server_checks.smoke_problems(_answers(**{"Python runs": failed}) + [
+        Answer("Python runs", failed)
+    ])  # fmt: skip
+    assert problem == f"Python runs: {failed}"
+
+
+def test_the_smoke_script_asks_what_migrate_reads() -> None:
+    smoke = (DOCKER / "smoke.sql").read_text()
+    for question in (server_checks.SIGNED_PYTHON, server_checks.OWN_PYTHON):
+        assert f"N'{question}'" in smoke
+    assert "EXEC heads.claim_job" in smoke and "@kinds = N'sqlheads_smoke_none'" in smoke
+    assert "compatibility_level" in smoke

@@ -35,7 +35,14 @@ from sqlserver_tsql import (
 )
 
 from sqlheads.errors import ERRORS
-from sqlheads.store import claims, jobs, server_versions
+from sqlheads.store import (
+    claims,
+    jobs,
+    server_jobs,
+    server_versions,
+    set_writes,
+    transfer_cache,
+)
 
 NUMBERS = {error.number for error in ERRORS}
 SMOKE = ROOT / "docker" / "smoke.sql"
@@ -193,6 +200,16 @@ def test_the_python_callers_keep_the_contract() -> None:
         "heads.store_soft_labels": server_versions.STORE_SOFT_LABELS.text,
         "heads.job_set": claims.JOB_SET.text,
         "heads.cancel_job": jobs.CANCEL_JOB.text,
+        # revision 0008: the queue's transitions, the scoped batch writes, the CLI's set and jobs
+        "heads.claim_job": server_jobs.CLAIM.text,
+        "heads.heartbeat_job": server_jobs.HEARTBEAT.text,
+        "heads.finish_job": server_jobs.FINISH.text,
+        "heads.fail_job": server_jobs.FAIL.text,
+        "heads.release_job": server_jobs.RELEASE.text,
+        "heads.enqueue_job": server_jobs.ENQUEUE.text,
+        "heads.write_embeddings": set_writes.WRITE_EMBEDDINGS.text,
+        "heads.store_set": set_writes.STORE_SET.text,
+        "heads.write_transfer_rows": transfer_cache.WRITE_TRANSFER_ROWS.text,
     }
     for procedure, text in sent.items():
         batch = re.sub(r":(\w+)", r"@\1", text)  # bind parameters, as the driver sends them
@@ -440,17 +457,23 @@ def test_the_revoker_check_finds_the_revokers_earlier_mistakes() -> None:
 
 
 def refuses_to_cancel(path: Path, requested_user: str | None, admin: bool = False) -> bool:
-    """Whether heads.cancel_job's 50070 guard refuses, for caller bob."""
+    """Whether heads.cancel_job's 50070 guard refuses, for caller bob (whose SID is b"bob";
+    revision 0008 compares SIDs, earlier revisions names)."""
     guard = next(
         s
         for s in _walk(procedure_body(path))
         if s.kind == "IF" and "THROW 50070" in " ".join(b.text for b in _walk(s.body))
     )
     member = {"heads_admin": int(admin), "db_owner": 0}
+    sid = None if requested_user is None else requested_user.encode()
     condition = Expression(
         guard.tokens[1:],
-        {"@requested_user": requested_user},
-        {"USER_NAME": lambda: "bob", "IS_MEMBER": lambda role: member[role]},
+        {"@requested_user": requested_user, "@requested_sid": sid},
+        {
+            "USER_NAME": lambda: "bob",
+            "USER_SID": lambda: b"bob",
+            "IS_MEMBER": lambda role: member[role],
+        },
     ).value()
     return condition is True
 
@@ -470,7 +493,8 @@ def test_only_the_requester_or_an_admin_cancels_a_job_and_a_job_without_one_is_t
     # revision 0006: `@requested_user <> USER_NAME()` is UNKNOWN for NULL, so it let anyone
     assert not refuses_to_cancel(ROOT / "sql" / "0006" / "procedures" / "cancel_job.sql", None)
     message = re.search(r"THROW 50070, @message", current.read_text())
-    assert message and "@requested_user" not in _message_of(current)  # names no other user
+    assert message and "@requested" not in _message_of(current)  # names no other user
+    assert "@requested_sid <> USER_SID()" in current.read_text()  # by SID (revision 0008)
 
 
 def _message_of(path: Path) -> str:

@@ -29,7 +29,7 @@ from sqlheads.cli import app
 from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoders.catalog import catalog_encoder
 from sqlheads.engine.encoders.onnx_encoder import cache_dir
-from sqlheads.engine.evaluation import stratified_split
+from sqlheads.engine.evaluation import held_out_keys, stratified_split
 from sqlheads.engine.training.fine_tuning import TeacherClassifier
 from sqlheads.engine.training.params import TeacherParams, TunerParams
 from sqlheads.engine.training.tuner import (
@@ -51,13 +51,12 @@ from sqlheads.errors import (
     UnknownKindError,
     UnsupportedTeacherError,
 )
-from sqlheads.sidecar.requests import request_teacher
-from sqlheads.sidecar.teacher import STAGES, run_teacher, validate_teacher_request
+from sqlheads.sidecar.requests import TeacherRequest, request_teacher
+from sqlheads.sidecar.teacher import STAGES, run_teacher
 from sqlheads.store import schema
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
 from sqlheads.store.soft_labels import find_teacher, read_soft_labels, store_soft_labels
-from sqlheads.verbs.teach import held_out_keys
 
 MINILM = "all-MiniLM-L6-v2"
 LABELS = "SELECT item_key, label FROM reviews"
@@ -329,16 +328,20 @@ def test_a_gpu_asked_for_on_a_machine_without_one_is_refused(tiny_store: Store):
 )
 def test_bad_teacher_requests_are_refused_with_numbers(parameters, error, match):
     with pytest.raises(error, match=match):
-        validate_teacher_request(parameters)
+        TeacherRequest.from_flat(parameters, what="the teacher job")
+
+
+def _completed(parameters: dict) -> dict:
+    return TeacherRequest.from_flat(parameters, what="the teacher job").to_flat()
 
 
 def test_a_teacher_request_is_completed_with_defaults_and_stays_json():
-    request = validate_teacher_request({"labels": LABELS, "students": "word", "max_steps": 3})
+    request = _completed({"labels": LABELS, "students": "word", "max_steps": 3})
     assert request["model"] == "all-mpnet-base-v2" and request["students"] == ["word"]
     assert request["student_model"] == MINILM and request["deploy"] == "if-better"
     assert request["max_steps"] == 3 and request["epochs"] == TeacherParams.epochs
     assert json.loads(json.dumps(request)) == request
-    assert validate_teacher_request(request) == request  # the queue stores it; valid again
+    assert _completed(request) == request  # the queue stores it; valid again
 
 
 def test_soft_labels_of_another_set_are_refused_before_any_work(
@@ -457,7 +460,7 @@ def test_run_teacher_stores_the_teacher_its_soft_labels_and_both_students(
         assert student["rows_train"] == teacher["rows_train"] + 30
     with store.engine.connect() as c:
         origins = set(c.execute(select(schema.transfer_rows.c.origin_key)).scalars())
-    held_out = held_out_keys(tiny[["item_key", "label"]], 0.2, 0)
+    held_out = held_out_keys(tiny["item_key"], tiny["label"], test_fraction=0.2, seed=0)
     assert held_out == set(keys[test_rows])
     assert origins and origins <= set(keys) - held_out
 

@@ -17,6 +17,7 @@ from conftest import count_rows
 from sqlalchemy import select
 
 from sqlheads import host
+from sqlheads.engine.evaluation import held_out_keys
 from sqlheads.errors import (
     BusyError,
     ClassMismatchError,
@@ -28,7 +29,6 @@ from sqlheads.errors import (
 from sqlheads.store import schema as s
 from sqlheads.store.repository import HEAD_BUSY, Store
 from sqlheads.verbs import encoders
-from sqlheads.verbs.teach import held_out_keys
 
 LABELS = "SELECT item_key, label FROM reviews"
 FAST = {"epochs": 1}
@@ -102,7 +102,7 @@ def test_transfer_rows_are_never_copies_of_held_out_rows(taught: Store, rt_sampl
         made = pd.read_sql(select(s.transfer_rows.c.origin_key, s.transfer_rows.c.text), c)
     assert len(made) == 1000
     labelled = rt_sample[["item_key", "label"]]
-    held_out = held_out_keys(labelled, 0.2, 0)
+    held_out = held_out_keys(labelled["item_key"], labelled["label"], test_fraction=0.2, seed=0)
     assert len(held_out) == 120
     assert not set(made["origin_key"]) & held_out  # made only from rows the student learns
     held_out_texts = {

@@ -14,10 +14,11 @@ import torch
 from sqlheads import datasets, host
 from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoders.int8 import MIN_COSINE_FLOOR
-from sqlheads.engine.encoders.onnx_encoder import load_encoder
+from sqlheads.engine.encoders.onnx_encoder import EncoderRef, load_encoder
 from sqlheads.engine.encoders.torch_encoder import (
     BF16_PARITY,
     TorchEncoder,
+    TorchOptions,
     bf16_probe_cosine,
     resolve_source,
 )
@@ -54,18 +55,20 @@ def registered(tmp_path_factory):
             "source": listing.loc[name, "source"],
             "tokenizer_json": tokenizer_json,
             "onnx": load_encoder(
-                encoder.sha256,
-                onnx=onnx,
-                tokenizer_json=tokenizer_json,
-                dim=encoder.dim,
-                max_length=encoder.max_length,
+                EncoderRef(
+                    encoder.sha256,
+                    onnx=onnx,
+                    tokenizer_json=tokenizer_json,
+                    dim=encoder.dim,
+                    max_length=encoder.max_length,
+                ),
                 threads=2,
             ),
         }
     return found
 
 
-def _torch(entry: dict, **kwargs) -> TorchEncoder:
+def _torch(entry: dict, **options) -> TorchEncoder:
     record = entry["record"]
     return TorchEncoder.for_encoder(
         entry["source"],
@@ -73,7 +76,7 @@ def _torch(entry: dict, **kwargs) -> TorchEncoder:
         dim=record.dim,
         max_length=record.max_length,
         device=CPU,
-        **kwargs,
+        options=TorchOptions(**options),
     )
 
 
@@ -277,8 +280,7 @@ def test_on_cuda_the_levers_give_the_serial_paths_vectors(registered, texts):
         dim=entry["record"].dim,
         max_length=entry["record"].max_length,
         device=cuda,
-        precision="fp32",
-        pipeline_rows=7,
+        options=TorchOptions(precision="fp32", pipeline_rows=7),
     )
     assert levers.describe()["attention"] == "no-cudnn" and levers.pad_multiple == 16
     ours = levers.encode(both, batch_size=8).vectors

@@ -87,7 +87,7 @@ def test_no_transfer_row_is_a_held_out_text_even_by_chance():
 
 def test_a_recipe_is_validated_early():
     with pytest.raises(InvalidParameterError, match="p_replace"):
-        TransferRecipe(p_mask=0.6, p_replace=0.6).validate()
+        TransferRecipe(p_mask=0.6, p_replace=0.6)
     with pytest.raises(InvalidParameterError, match="rows"):
         build_transfer({"a": "text"}, TransferRecipe(rows=-1))
     assert build_transfer({"a": "some text here"}, TransferRecipe(rows=0)) == []

@@ -68,16 +68,6 @@ def test_the_vocabulary_is_the_tokens_the_texts_use(rt_sample, tokenizer_json):
     assert PAD == 0
 
 
-def _network_size(p: WordStudentParams) -> dict:
-    return {
-        "dim": p.dim,
-        "channels": p.channels,
-        "hidden": p.hidden,
-        "dropout": p.dropout,
-        "buckets": p.buckets,
-    }
-
-
 def test_every_module_of_the_architectures_package_is_registered():
     from pathlib import Path
 
@@ -87,11 +77,11 @@ def test_every_module_of_the_architectures_package_is_registered():
 
 def test_architecture_parameters_are_validated_early():
     with pytest.raises(InvalidParameterError, match="arch"):
-        WordStudentParams(arch="transformer").validate()
+        WordStudentParams(arch="transformer")
     with pytest.raises(InvalidParameterError, match="buckets"):
-        WordStudentParams(arch="ngrams", buckets=0).validate()
+        WordStudentParams(arch="ngrams", buckets=0)
     with pytest.raises(InvalidParameterError, match="channels"):
-        WordStudentParams(arch="bilstm", channels=0).validate()
+        WordStudentParams(arch="bilstm", channels=0)
 
 
 @pytest.mark.parametrize("arch", NAMES)
@@ -102,7 +92,7 @@ def test_each_architecture_stays_under_a_million_parameters_whatever_the_vocabul
     # texts that use every token of MPNet's 30,527: only the most used get rows
     table = compact_vocabulary([list(range(30_527))], 30_527, 1, p.max_vocabulary)
     assert table.max() + 1 == p.max_vocabulary + 2
-    net = build_network(ARCHITECTURES[arch], table, 2, 1, **_network_size(p))
+    net = build_network(ARCHITECTURES[arch], table, 2, 1, p)
     assert 700_000 < sum(t.numel() for t in net.parameters()) < 1_000_000
 
 
@@ -116,7 +106,7 @@ def test_tokens_the_student_never_saw_start_as_nothing_like_padding(arch):
 
     p = word_student_params(arch)
     table = compact_vocabulary([[5, 7, 7], [9]], 12, 1, p.max_vocabulary)
-    net = build_network(ARCHITECTURES[arch], table, 2, 1, **_network_size(p))
+    net = build_network(ARCHITECTURES[arch], table, 2, 1, p)
     weight = net.embedding.weight.detach()
     assert weight[OTHER].abs().max() == 0 and weight[PAD].abs().max() == 0
     assert weight[2:].abs().max() > 0  # the vocabulary's own tokens start random

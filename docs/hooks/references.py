@@ -110,7 +110,8 @@ def _header(text: str) -> str:
         comment.append(line[2:].strip())
     words = " ".join(comment).split(":", 1)[-1].strip()
     words = re.sub(r" \(issue \d+[^)]*\)", "", words)  # the reader cannot open an issue
-    return re.split(r"(?<=[a-z)])\. ", words, maxsplit=1)[0].rstrip(".")
+    first = re.split(r"(?<=[a-z)])\. ", words, maxsplit=1)[0].rstrip(".")
+    return first.replace("<", "&lt;").replace(">", "&gt;")  # `head:<head>` is text, not HTML
 
 
 def _parameters(text: str) -> list[str]:
@@ -205,7 +206,7 @@ def regenerated(name: str) -> tuple[Path, str, str]:
         raise ValueError(f"{path} lacks the markers of its generated part:\n{begin}\n{end}")
     before, rest = text.split(begin, 1)
     after = rest.split(end, 1)[1]
-    return path, text, f"{before}{begin}\n{render()}\n{end}{after}"
+    return path, text, f"{before}{begin}\n\n{render()}\n\n{end}{after}"
 
 
 def stale() -> list[str]:

@@ -1,7 +1,7 @@
 """teacher vectors beside the transfer rows' soft labels
 
 Revision ID: 0009
-Revises: 0007 (0008 once the branch of revision 0008 is merged: see the report of issue 39)
+Revises: 0008
 Create Date: 2026-12-03 12:00:00.000000
 
 ``transfer_rows.vector``: the teacher encoder's vector of each transfer row (float16 bytes), kept
@@ -10,7 +10,9 @@ student can learn the teacher's vectors as well as its probabilities (the featur
 ``engine/students/encoder.py``) without embedding a row twice. NULL for a teacher that reads
 text (a fine-tuned one has no encoder of its own) and for rows cached before this revision.
 Both databases; no T-SQL object reads or writes the column (SQL Server's ``heads.distill``
-scores its transfer rows on every call and keeps none), so the revision has no ``sql/`` folder.
+scores its transfer rows on every call and keeps none; ``heads.write_transfer_rows``, revision
+0008, writes a sidecar's fine-tuned teacher's rows, which reads text and has no vectors), so
+the revision has no ``sql/`` folder.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from alembic import op
 from sqlheads.store.schema import SCHEMA as MSSQL_SCHEMA
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

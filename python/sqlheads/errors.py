@@ -106,8 +106,9 @@ class InvalidParameterError(SqlheadsError):
 
 
 class DatabaseError(SqlheadsError):
-    """The database refused a statement (permission, constraint, connection; a SQLite folder that
-    is missing or read-only): what it said, without a traceback."""
+    """The database refused a statement (permission, constraint, connection), or a SQLite path it
+    could not open (a folder that is missing or read-only, a folder given as the file, a file that
+    is not SQLite): what it said, or the path and the fix, without a traceback."""
 
     number = 50013
 
@@ -185,8 +186,9 @@ class TeacherDroppedError(SqlheadsError):
 
 
 class UnsupportedDatabaseError(SqlheadsError):
-    """A database URL other than SQLite or SQL Server, or one whose driver is missing (command
-    line and Python API only): the message names the URLs that work and what to install."""
+    """A database URL other than SQLite or SQL Server, one whose driver is missing, or a SQLite
+    URL with two slashes (``sqlite://my.db``, read as a host) (command line and Python API only):
+    the message names the URLs that work and what to install."""
 
     number = 50030
 
@@ -255,8 +257,11 @@ class UnknownJobKindError(SqlheadsError):
 
 
 class JobClaimLostError(SqlheadsError):
-    """A sidecar whose claim on a job was taken over (its heartbeat went stale): it stops and
-    leaves the job to the sidecar that holds it now (sidecar only)."""
+    """A job transition (heartbeat, progress, finish, fail, release) for a job the calling
+    sidecar does not hold as running: its claim was taken over (its heartbeat went stale), or
+    the job is finished or another worker's; a finished job is never revived. The sidecar stops
+    and leaves the job to whoever holds it (sidecar only; ``heads.heartbeat_job`` and the other
+    transitions on SQL Server)."""
 
     number = 50054
 
@@ -320,6 +325,23 @@ class JobScopeError(SqlheadsError):
     number = 50072
 
 
+class SetOwnerError(SqlheadsError):
+    """A write into a set another database user owns (``embed``, ``request_embed`` or an embed
+    job of another requester): only its owner, or heads_admin on SQL Server, writes its
+    vectors; embed into a set of your own name instead."""
+
+    number = 50074
+
+
+class ServerSetupError(SqlheadsError):
+    """A SQL Server that cannot run sqlheads as deployed: a database compatibility level below
+    the one its T-SQL needs, or a module signature that does not reach
+    ``sys.sp_execute_external_script``; the message gives the fix (``docker/migrate.py``,
+    ``sqlheads init``)."""
+
+    number = 50075
+
+
 class ClassNameError(SqlheadsError):
     """A class name that starts or ends with ``.`` or holds ``..``: SQL Server's ``FOR JSON
     PATH`` cannot name a column after it (Msg 13603), so its soft labels could never be read."""
@@ -332,15 +354,6 @@ class InternalError(SqlheadsError):
     returns it rather than letting it escape as error 39004 without a number."""
 
     number = 50090
-
-
-def check_ranges(owner: object, checks: list[tuple[bool, str, str]]) -> None:
-    """Refuse the first ``(ok, field, allowed)`` that is not ok, naming what to pass instead."""
-    for ok, name, allowed in checks:
-        if not ok:
-            raise InvalidParameterError(
-                f"{name}={getattr(owner, name)!r} is out of range: pass a value {allowed}"
-            )
 
 
 ERRORS: tuple[type[SqlheadsError], ...] = (
@@ -388,6 +401,8 @@ ERRORS: tuple[type[SqlheadsError], ...] = (
     StoredQueryOwnerError,
     JobScopeError,
     ClassNameError,
+    SetOwnerError,
+    ServerSetupError,
     InternalError,
 )
 

@@ -4,9 +4,10 @@
 Each verb lives in its own module of :mod:`sqlheads.verbs`, beside its
 ``sp_execute_external_script`` half of the same name in :mod:`sqlheads.compute`; this module
 gathers them under one name, so that callers need not know where each lives. It is Python's
-door as ``sql_server_call`` is T-SQL's: ``train`` and ``distill`` take their parameter objects
-whole (``params=HeadParams(...)``, as the command line passes them) or as flat keywords
-(``epochs=5``), built into the objects and validated once, here (:func:`~sqlheads.keywords.spread`).
+door as ``sql_server_call`` is T-SQL's: ``embed``, ``train`` and ``distill`` take their
+parameters as flat keywords (``epochs=5``, as the command line passes them), built into the
+verb's parameter objects and checked once, here (:func:`~sqlheads.keywords.spread`), or those
+objects whole (``params=TrainParams(...)``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlheads.keywords import spread
 from sqlheads.verbs.deploy import deploy, roll_back
 from sqlheads.verbs.distill import distill as distill_verb
 from sqlheads.verbs.drop import drop_head, drop_set
-from sqlheads.verbs.embed import embed
+from sqlheads.verbs.embed import embed as embed_verb
 from sqlheads.verbs.encoders import encoders, register_encoder
 from sqlheads.verbs.init import init
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
@@ -25,6 +26,7 @@ from sqlheads.verbs.models import models
 from sqlheads.verbs.predict import predict
 from sqlheads.verbs.train import train as train_verb
 
+embed = spread(embed_verb)
 train = spread(train_verb)
 distill = spread(distill_verb)
 

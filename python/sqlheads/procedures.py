@@ -35,7 +35,8 @@ from sqlheads.keywords import spread
 from sqlheads.sqlserver import RESULT_TYPES, server_cache_dir, sql_server_parameters, typed_frame
 
 # Each compute half behind its door: T-SQL's flat scalars become its parameter objects
-# (HeadParams, DistillParams, StudentParams), built and validated once, here.
+# (EmbedParams and EncoderRef, TrainParams, Distillation, TeacherVersion and TransferRecipe),
+# built and checked once, here.
 embed = spread(embed_half)
 train = spread(train_half)
 predict = spread(predict_half)

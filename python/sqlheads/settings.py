@@ -1,10 +1,10 @@
 """Every parameter's policy, decided once: its default, its choices or its bounds.
 
-The embedded host checks a caller's value against :data:`SETTINGS` (:func:`choice`,
-:func:`bounded`); on SQL Server the migrations copy it into ``heads.settings``, which the
-procedures read instead of restating a value. The deploy policies, the reasons a deployment
-records and the verbs' shared defaults (:data:`DEFAULT_DEPLOY`, :data:`TEST_FRACTION`) live here
-too, so that a default is written once.
+A parameter object's field takes its default, its choices or its bounds from :data:`SETTINGS`
+(:func:`default`, :func:`option`, :func:`bounds`); on SQL Server the migrations copy it into
+``heads.settings``, which the procedures read instead of restating a value. The deploy
+policies, the reasons a deployment records and the verbs' shared defaults
+(:data:`DEFAULT_DEPLOY`, :data:`TEST_FRACTION`) live here too, so that a default is written once.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlheads.engine import kinds
+from sqlheads.engine.constraints import Interval, OneOf
 from sqlheads.engine.encoders.onnx_encoder import LONG_TEXT_MODES
 from sqlheads.engine.evaluation import TEST_FRACTION as TEST_FRACTION  # the verbs' default
 from sqlheads.errors import InvalidParameterError
@@ -139,47 +140,34 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+def default(name: str):
+    """A setting's default: a parameter object's field default reads it here."""
+    return SETTINGS[name].default
+
+
+def option(name: str) -> OneOf:
+    """What a setting with choices accepts, case and surrounding blanks ignored: the one place
+    where ``'WINDOW '`` becomes ``'window'``, as T-SQL's ``heads.setting`` reads it against the
+    same choices, so a set never stores a spelling Python would later refuse."""
+    return OneOf(SETTINGS[name].choices, loose=True)
+
+
+def bounds(name: str, kind: type = int) -> Interval:
+    """What a bounded setting accepts: a whole number (or, ``kind`` float, any number) within
+    its bounds."""
+    setting = SETTINGS[name]
+    return Interval(kind, setting.minimum, setting.maximum)
+
+
 def choice(name: str, value: str | None) -> str:
-    """The canonical spelling of a choice (case and surrounding blanks ignored), or its default.
-
-    The one place where ``'WINDOW '`` becomes ``'window'``: T-SQL finds the same canonical
-    value in ``heads.settings``, so a set never stores a spelling Python would later refuse.
-    """
-    setting = SETTINGS[name]
+    """The canonical spelling of a choice that comes from the database rather than through a
+    parameter object (a job's stored policy), or its default; refused as a field would be."""
     if value is None:
-        return str(setting.default)
-    wanted = str(value).strip().lower()
-    for allowed in setting.choices:
-        if allowed.lower() == wanted:
-            return allowed
-    *others, last = setting.choices
-    raise InvalidParameterError(
-        f"{name} {value!r} is not one of {', '.join(setting.choices)}: pass "
-        f"{', '.join(others)} or {last}"
-    )
-
-
-def bounded(name: str, value: int | None) -> int:
-    """``value`` within the setting's bounds, or its default when ``None``."""
-    setting = SETTINGS[name]
-    if value is None:
-        return int(setting.default)  # type: ignore[arg-type]
-    if (setting.minimum is not None and value < setting.minimum) or (
-        setting.maximum is not None and value > setting.maximum
-    ):
-        raise InvalidParameterError(
-            f"{name} {value} is out of range: pass a value between {setting.minimum} and "
-            f"{setting.maximum}"
-        )
-    return int(value)
-
-
-def _check_policy(policy: str) -> None:
-    if policy not in DEPLOY_POLICIES:
-        raise InvalidParameterError(
-            f"deploy policy {policy!r} is not one of {DEPLOY_POLICIES}: pass 'if-better', "
-            "'always' or 'never'"
-        )
+        return str(default(name))
+    allowed = option(name)
+    if not allowed.accepts(value):
+        raise InvalidParameterError(f"{name} {value!r} {allowed.refusal(value)}")
+    return allowed.normal(value)
 
 
 # A real improvement for ``if-better``: a tenth of a point of macro-F1. Re-training on the
@@ -190,8 +178,8 @@ MIN_DEPLOY_GAIN = 0.001
 
 def decide_deploy(policy: str, new_macro_f1: float, deployed_macro_f1: float | None) -> bool:
     """``if-better``: deploy when nothing is deployed, or when the new macro-F1 beats the
-    deployed one by at least :data:`MIN_DEPLOY_GAIN`; a tie or a smaller gain is no gain."""
-    _check_policy(policy)
+    deployed one by at least :data:`MIN_DEPLOY_GAIN`; a tie or a smaller gain is no gain.
+    ``policy`` is a canonical one (:func:`option`'s), as a parameter object keeps it."""
     if policy == "always":
         return True
     if policy == "never":

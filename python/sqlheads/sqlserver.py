@@ -117,7 +117,8 @@ def sql_server_parameters(
             value = value.item()
         if _is_null(value):
             continue
-        annotation = str(signature[name].annotation)
+        # a name the verb does not take is left for its door to refuse, numbered
+        annotation = str(signature[name].annotation) if name in signature else ""
         if (
             isinstance(value, float)
             and value.is_integer()

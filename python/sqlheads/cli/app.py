@@ -151,8 +151,20 @@ def emit(result: dict[str, Any], title: str) -> None:
         return
     table = Table(title=title, show_header=False)
     for key, value in result.items():
-        table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
+        table.add_row(key, in_words(value))
     Console().print(table)
+
+
+def in_words(value: Any) -> str:
+    """A result's value as a table cell: ``load 2.58, embed 7.87`` for a mapping, the items of a
+    list, ``-`` for nothing (JSON keeps ``null``, ``{}`` and ``[]`` under --json)."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {in_words(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(in_words(v) for v in value) or "-"
+    return str(value)
 
 
 def fail(error: SqlheadsError) -> None:
@@ -168,6 +180,15 @@ def fail(error: SqlheadsError) -> None:
     raise typer.Exit(2)
 
 
+def _said_after_interrupt(kept: Callable[[], str] | None, title: str) -> str:
+    if kept is None:
+        return f"interrupted: {title} stopped before it finished"
+    try:
+        return kept()
+    except (SqlheadsError, DBAPIError) as error:  # the store could not be read after it
+        return f"interrupted: {title} stopped; what it kept could not be read ({error})"
+
+
 def interrupted(message: str) -> NoReturn:
     """Ctrl-C: say what was kept and how to go on, and exit 130 as an interrupted shell does."""
     console.print(escape(message), soft_wrap=not console.is_terminal)
@@ -178,10 +199,15 @@ def run(
     action: Callable[[], dict[str, Any]],
     title: str,
     render: Callable[[dict[str, Any]], None] | None = None,
+    kept: Callable[[], str] | None = None,
 ) -> None:
-    """Run a command's action; print its result (``render`` for tables) or its error."""
+    """Run a command's action; print its result (``render`` for tables) or its error. Ctrl-C:
+    ``kept()`` says what the command kept and what to run to go on (:mod:`.interrupts`), once
+    the interrupt has closed the progress display."""
     try:
         result = action()
+    except KeyboardInterrupt:
+        interrupted(_said_after_interrupt(kept, title))
     except SqlheadsError as error:
         fail(error)
     except DBAPIError as error:  # the database refused: say what it said, without a traceback

@@ -6,17 +6,23 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from sqlalchemy.engine import make_url
 
 from sqlheads import host
 from sqlheads.cli import tables as cli_tables
-from sqlheads.cli.app import app, interrupted, open_store, options, run
-from sqlheads.cli.render import CommittedRows, showing_progress
+from sqlheads.cli.app import app, open_store, options, run
+from sqlheads.cli.interrupts import Heard, newest_version, so_far, were
+from sqlheads.cli.render import showing_progress
+from sqlheads.compute.embed import EmbedParams
 from sqlheads.store.repository import Store
 
 
 @app.command()
 def init() -> None:
-    """Create or upgrade the tables and views (safe to run again)."""
+    """Create or upgrade the tables and views (safe to run again).
+
+    A new SQLite file at --url is created; a file or database an older sqlheads made is
+    upgraded. On SQL Server it creates the heads schema, its procedures, views and roles."""
     run(lambda: host.init(Store.from_url(options.url)), "init")
 
 
@@ -38,8 +44,11 @@ def register_encoder(
 ) -> None:
     """Export an encoder to ONNX, check it against PyTorch, and store it."""
 
+    registered: list[int] = []  # this store's encoders when it began
+
     def action() -> dict[str, Any]:
         store = open_store()
+        registered.append(len(store.encoder_listing()))
         encoder = host.register_encoder(
             store,
             name=name,
@@ -52,12 +61,24 @@ def register_encoder(
             k: getattr(encoder, k) for k in ("name", "sha256", "dim", "max_length", "quantization")
         }
 
-    run(action, "encoder")
+    def kept() -> str:
+        now = len(open_store().encoder_listing()) if registered else 0
+        if registered and now > registered[0]:
+            return "interrupted after the encoder was registered: `sqlheads encoders` lists it"
+        return (
+            "interrupted: no encoder was registered (it is stored whole, once exported and "
+            "checked); run the same command again (an export this machine finished is reused)"
+        )
+
+    run(action, "encoder", kept=kept)
 
 
 @app.command()
 def encoders() -> None:
-    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's."""
+    """The encoder catalogue (installed, registered, size, speed, accuracy) and this store's.
+
+    Speed and accuracy are shown where the terminal is wide enough (--json always has them);
+    a model not installed gets its pip command."""
 
     def render(result: dict[str, Any]) -> None:
         out = Console()
@@ -95,30 +116,39 @@ def embed(
     long_text: Annotated[
         str | None, typer.Option(help="window (default) or truncate, for texts over the window.")
     ] = None,
-    batch_rows: Annotated[int, typer.Option(help="Rows per committed batch.")] = 1000,
-    batch_size: Annotated[int, typer.Option(help="Texts per encoder call.")] = 32,
+    batch_rows: Annotated[
+        int, typer.Option(help="Rows per committed batch.")
+    ] = EmbedParams.batch_rows,
+    batch_size: Annotated[
+        int, typer.Option(help="Texts per encoder call.")
+    ] = EmbedParams.batch_size,
 ) -> None:
     """Embed the rows of a query into a set; unchanged rows are skipped."""
+    heard = Heard()
 
     def action() -> dict[str, Any]:
         with showing_progress(f"embedding {set_name}") as display:
-            committed = CommittedRows(display)
-            try:
-                return host.embed(
-                    open_store(),
-                    set_name=set_name,
-                    source=source,
-                    encoder=encoder,
-                    long_text=long_text,
-                    batch_rows=batch_rows,
-                    batch_size=batch_size,
-                    progress=committed,
-                )
-            except KeyboardInterrupt:
-                pass  # the display closes first, then the sentence below it
-        interrupted(committed.interrupted(f"set {set_name}", batch_rows))
+            # the door: host.embed builds and checks EmbedParams from these
+            return host.embed(
+                open_store(),
+                set_name=set_name,
+                source=source,
+                encoder=encoder,
+                long_text=long_text,
+                batch_rows=batch_rows,
+                batch_size=batch_size,
+                progress=heard.showing(display),
+            )
 
-    run(action, "embed")
+    def kept() -> str:
+        return (
+            f"interrupted: {were(heard.of(f'embedding {set_name}'), 'rows')} committed to set "
+            f"{set_name} (each batch of {batch_rows:,} rows commits on its own, and nothing "
+            "else was written); run the same command again to embed the rest: the committed "
+            "rows are skipped as unchanged"
+        )
+
+    run(action, "embed", kept=kept)
 
 
 @app.command("drop-set")
@@ -132,22 +162,35 @@ def drop_set(
 
 @app.command()
 def demo() -> None:
-    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file."""
-    from sqlheads.demo import run_demo
+    """Rotten Tomatoes -> embed -> train -> predict -> views, on a local SQLite file.
+
+    Loads the 8,530 reviews into ./sqlheads-demo.db (or --url), embeds them, trains head
+    rt_sentiment beside its TF-IDF baseline and scores every row; a run again embeds and trains
+    nothing. SQLHEADS_SAMPLE_ROWS=N runs it on a seeded sample of N reviews."""
+    from sqlheads.demo import HEAD, SET, run_demo
 
     url = options.url if options.url_given else "sqlite:///sqlheads-demo.db"
+    heard = Heard()
 
     def action() -> dict[str, Any]:
-        with showing_progress("embedding Rotten Tomatoes") as progress:
+        with showing_progress("embedding Rotten Tomatoes") as display:
+            progress = heard.showing(display)
             return run_demo(
-                url,
-                progress=progress,
-                train_progress=progress.task("training rt_sentiment", "epochs")
-                if progress
-                else None,
+                url, progress=progress, train_progress=progress.task(f"training {HEAD}", "epochs")
             )
 
-    run(action, "demo: Rotten Tomatoes sentiment")
+    def kept() -> str:
+        embedded = heard.of(f"embedding {SET}")
+        rows = "no row embedded" if embedded is None else f"{so_far(embedded, 'rows')} embedded"
+        newest = newest_version(Store.from_url(url), HEAD)
+        trained = f"version {newest} of head {HEAD}" if newest else f"no version of head {HEAD}"
+        return (
+            f"interrupted: {make_url(url).database} keeps what was committed ({rows} in set "
+            f"{SET}, {trained}); run `sqlheads demo` again to go on: it embeds only the rows "
+            "not embedded yet, trains only if no version is deployed, and scores every row again"
+        )
+
+    run(action, "demo: Rotten Tomatoes sentiment", kept=kept)
 
 
 @app.command("load-sample")

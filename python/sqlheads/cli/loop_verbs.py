@@ -11,7 +11,9 @@ from rich.console import Console
 from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import app, open_store, run
 from sqlheads.engine.loop.active import MAX_COSINE
+from sqlheads.verbs.drift import NO_SET_JUDGED
 from sqlheads.verbs.drift import drift as drift_verb
+from sqlheads.verbs.label_queue import EMPTY_QUEUE
 from sqlheads.verbs.label_queue import label_queue as label_queue_verb
 
 QUEUE_COLUMNS = (
@@ -93,7 +95,7 @@ def label_queue(
             written = f"written to table {result['into']} (fill in its label column)"
             table.caption = written if table.caption is None else f"{written}; {table.caption}"
         if not result["rows"]:
-            table.caption = "empty: every row this version scored was labelled"
+            table.caption = EMPTY_QUEUE
         out.print(table)
 
     run(action, "label-queue", render)
@@ -108,7 +110,9 @@ def drift(
     def render(result: dict[str, Any]) -> None:
         out = Console()
         title = f"drift: {result['head']} v{result['version']}"
-        table = cli_tables.fitted_table(title, DRIFT_COLUMNS, result["sets"], out.width)
+        table = cli_tables.fitted_table(
+            title, DRIFT_COLUMNS, result["sets"], out.width, NO_SET_JUDGED
+        )
         notes = [result[k] for k in ("reference", "sets_not_listed") if k in result]
         if notes:
             table.caption = "; ".join(notes)

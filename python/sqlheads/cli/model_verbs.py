@@ -10,12 +10,16 @@ from rich.console import Console
 
 from sqlheads import host, settings
 from sqlheads.cli import tables as cli_tables
-from sqlheads.cli.app import LockTimeout, app, open_store, run
+from sqlheads.cli.app import LockTimeout, app, open_store, options, run
+from sqlheads.cli.interrupts import Heard, NewVersion, so_far, were
 from sqlheads.cli.render import showing_progress
+from sqlheads.engine.constraints import about
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
-from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, StudentParams
+from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, student_kind
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.word.student import ARCHITECTURE_SIZES, DEFAULT_ARCH
+from sqlheads.engine.students.encoder import EncoderStudentParams
+from sqlheads.engine.students.word.architectures import NAMES
+from sqlheads.engine.students.word.student import DEFAULT_ARCH
 from sqlheads.host import LOCK_TIMEOUT_MS
 
 
@@ -47,7 +51,9 @@ def train(
     test_fraction: Annotated[
         float, typer.Option(help="Held-out share, stratified.")
     ] = settings.TEST_FRACTION,
-    seed: Annotated[int, typer.Option(help="Fixes the split and the initialisation.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Fixes the split and the initialisation.")
+    ] = HeadParams.seed,
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
@@ -59,43 +65,48 @@ def train(
         str | None,
         typer.Option(help="TF-IDF baseline: SELECT item_key, text (default: the set's source)."),
     ] = None,
+    allow_encoder_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-encoder-change",
+            help="Accept a set whose encoder differs from the head's earlier versions'.",
+        ),
+    ] = False,
 ) -> None:
     """Train a new version of a head on stored vectors, with metrics on a held-out split."""
-    head_params = HeadParams(
-        recipe=recipe,
-        hidden=hidden,
-        epochs=epochs,
-        lr=lr,
-        weight_decay=weight_decay,
-        batch_size=batch_size,
-        dropout=dropout,
-        seed=seed,
-    )
+    heard, version = Heard(), NewVersion(options.url, head)
 
     def action() -> dict[str, Any]:
-        with showing_progress(f"training {head}", unit="epochs") as progress:
+        with showing_progress(f"training {head}", unit="epochs") as display:
+            # the door: host.train builds and checks TrainParams from these, before any work
             return host.train(
-                open_store(),
+                version.note(open_store()),
                 head=head,
                 set_name=set_name,
                 labels=labels,
-                encoder=encoder,
+                source=source,
+                progress=heard.showing(display),
+                recipe=recipe,
+                hidden=hidden,
+                epochs=epochs,
+                lr=lr,
+                weight_decay=weight_decay,
+                batch_size=batch_size,
+                dropout=dropout,
+                seed=seed,
+                test_fraction=test_fraction,
                 deploy=deploy,
                 lock_timeout_ms=lock_timeout_ms,
-                progress=progress,
-                source=source,
-                params=head_params,
-                test_fraction=test_fraction,
+                encoder=encoder,
+                allow_encoder_change=allow_encoder_change,
             )
 
-    run(action, "train")
+    def kept() -> str:
+        epochs = heard.of()
+        after = "before training began" if epochs is None else f"after {so_far(epochs, 'epochs')}"
+        return f"interrupted {after}: {version.said()}"
 
-
-def _teacher_progress(progress: Any, teacher_head: str | None) -> Any:
-    """A second bar (or line) for the rows a teacher head scores, under the student's."""
-    if progress is None or teacher_head is None:
-        return None
-    return progress.task(f"teacher {teacher_head} scoring", "rows")
+    run(action, "train", kept=kept)
 
 
 TeacherHeadOption = Annotated[
@@ -119,32 +130,48 @@ TransferRowsOption = Annotated[
 ]
 ArchOption = Annotated[
     str | None,
-    typer.Option(help=f"Word student: {', '.join(ARCHITECTURE_SIZES)} ({DEFAULT_ARCH})."),
+    typer.Option(help=f"Word student: {', '.join(NAMES)} ({DEFAULT_ARCH})."),
 ]
 StudentModelOption = Annotated[
     str | None,
-    typer.Option(help="Encoder student: catalogue model or HF directory (all-MiniLM-L6-v2)."),
+    typer.Option(
+        help=f"Encoder student: catalogue model or HF directory ({EncoderStudentParams.model})."
+    ),
 ]
 MaxLengthOption = Annotated[
-    int | None, typer.Option(help="Encoder student: tokens per text (128).")
+    int | None,
+    typer.Option(help=f"Encoder student: tokens per text ({EncoderStudentParams.max_length})."),
 ]
 MaxStepsOption = Annotated[
     int | None, typer.Option(help="Encoder student: stop after this many steps.")
 ]
-DeviceOption = Annotated[str, typer.Option(help="Encoder student: auto, cpu, cuda or cuda:N.")]
-LayersOption = Annotated[
-    int | None,
+DeviceOption = Annotated[
+    str | None,
     typer.Option(
-        help="Encoder student: keep N of the model's transformer layers (MiniLM-L6: 1 to 6; "
-        "default all): fewer score faster."
+        help=f"Encoder student: auto, cpu, cuda or cuda:N ({EncoderStudentParams.device})."
     ),
 ]
+LayersOption = Annotated[int | None, typer.Option(help=about(EncoderStudentParams, "layers")[0])]
 FeatureWeightOption = Annotated[
-    float | None,
+    float | None, typer.Option(help=about(EncoderStudentParams, "feature_weight")[0])
+]
+
+
+StudentOption = Annotated[
+    str,
     typer.Option(
-        help="Encoder student: weight of learning the teacher head's encoder vectors beside "
-        "its soft labels (0: soft labels alone; default 1.0)."
+        help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
+        "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
+        "of the whole text: long texts)."
     ),
+]
+SoftLabelsOption = Annotated[
+    str | None,
+    typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
+]
+TeacherOption = Annotated[
+    str | None,
+    typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
 ]
 
 
@@ -153,22 +180,9 @@ def distill(
     head: Annotated[str, typer.Option(help="Head to add a student version to.")],
     set_name: Annotated[str, typer.Option("--set", help="Embedding set the rows belong to.")],
     labels: Annotated[str, typer.Option(help="SELECT returning item_key and label (gold).")],
-    student: Annotated[
-        str,
-        typer.Option(
-            help="word (raw text, no encoder at scoring), head (stored vectors), encoder "
-            "(MiniLM fine-tuned on the soft labels, int8 ONNX on raw text) or tfidf (TF-IDF "
-            "of the whole text: long texts)."
-        ),
-    ] = DEFAULT_STUDENT,
-    soft_labels: Annotated[
-        str | None,
-        typer.Option(help="SELECT returning item_key and one logit column per class (by name)."),
-    ] = None,
-    teacher: Annotated[
-        str | None,
-        typer.Option(help="Name the soft labels are stored under, or reused from (HEAD_teacher)."),
-    ] = None,
+    student: StudentOption = DEFAULT_STUDENT,
+    soft_labels: SoftLabelsOption = None,
+    teacher: TeacherOption = None,
     teacher_head: TeacherHeadOption = None,
     transfer_rows: TransferRowsOption = None,
     arch: ArchOption = None,
@@ -195,7 +209,7 @@ def distill(
     test_fraction: Annotated[
         float, typer.Option(help="Held-out share, as train's.")
     ] = settings.TEST_FRACTION,
-    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = 0,
+    seed: Annotated[int, typer.Option(help="Fixes the split, as train's.")] = DistillParams.seed,
     deploy: Annotated[
         str, typer.Option(help="if-better, always or never.")
     ] = settings.DEFAULT_DEPLOY,
@@ -204,51 +218,78 @@ def distill(
     max_steps: MaxStepsOption = None,
     layers: LayersOption = None,
     feature_weight: FeatureWeightOption = None,
-    device: DeviceOption = "auto",
+    device: DeviceOption = None,
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
-    student_params = StudentParams(
-        student=student,
-        arch=arch,
-        student_model=student_model,
-        max_length=max_length,
-        max_steps=max_steps,
-        layers=layers,
-        feature_weight=feature_weight,
-        device=device,
-    )
-    distill_params = DistillParams(
-        temperature=temperature,
-        gold_weight=gold_weight,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-    )
+    heard, version = Heard(), NewVersion(options.url, head)
+    teacher_heard = Heard()
 
     def action() -> dict[str, Any]:
-        unit = student_params.kind.progress_unit  # an unknown student: its 50022 here
-        with showing_progress(f"distilling {head}", unit=unit) as progress:
+        nonlocal teacher_heard
+        unit = student_kind(student).progress_unit  # an unknown student: its 50022 here
+        with showing_progress(f"distilling {head}", unit=unit) as display:
+            progress = heard.showing(display)
+            if teacher_head is not None:
+                teacher_heard = progress.task(f"teacher {teacher_head} scoring", "rows")
+            # the door: host.distill builds and checks the student's, the teacher's and the
+            # distillation's parameters from these, before a teacher scores a row
             return host.distill(
-                open_store(),
-                progress=progress,
-                teacher_progress=_teacher_progress(progress, teacher_head),
+                version.note(open_store()),
                 head=head,
                 set_name=set_name,
+                progress=progress,
+                teacher_progress=teacher_heard if teacher_head is not None else None,
                 labels=labels,
-                student_params=student_params,
-                params=distill_params,
+                source=source,
+                transfer=transfer,
                 soft_labels=soft_labels,
                 teacher=teacher,
                 teacher_head=teacher_head,
                 transfer_rows=transfer_rows,
-                source=source,
-                transfer=transfer,
+                student=student,
+                arch=arch,
+                student_model=student_model,
+                max_length=max_length,
+                max_steps=max_steps,
+                layers=layers,
+                feature_weight=feature_weight,
+                device=device,
+                temperature=temperature,
+                gold_weight=gold_weight,
+                epochs=epochs,
+                lr=lr,
+                batch_size=batch_size,
+                seed=seed,
                 test_fraction=test_fraction,
                 deploy=deploy,
             )
 
-    run(action, "distill")
+    def kept() -> str:
+        return _distill_kept(heard, teacher_heard, version, student, teacher_head)
+
+    run(action, "distill", kept=kept)
+
+
+def _distill_kept(
+    heard: Heard, teacher_heard: Heard, version: NewVersion, student: str, teacher_head: str | None
+) -> str:
+    """What an interrupted distill kept: no version unless it was written, and a teacher
+    head's transfer rows scored so far (cached in chunks as they are scored)."""
+    steps = heard.of()
+    if steps is not None:
+        where = f"after {so_far(steps, student_kind(student).progress_unit)}"
+    elif teacher_heard.stage is not None:
+        scored = teacher_heard.of() or (0, None)
+        where = f"while the teacher scored ({teacher_heard.stage}: {so_far(scored, 'rows')})"
+    else:
+        where = "before the student began"
+    cache = (
+        ""
+        if teacher_head is None
+        else "; the transfer rows the teacher scored stay cached (they commit in chunks), and "
+        "a run again scores only the rest"
+    )
+    return f"interrupted {where}: {version.said()}{cache}"
 
 
 @app.command()
@@ -268,8 +309,10 @@ def predict(
 ) -> None:
     """Score a set into the predictions table with a version of any kind (re-running replaces)."""
 
+    heard = Heard()
+
     def action() -> dict[str, Any]:
-        with showing_progress(f"scoring {set_name}") as progress:
+        with showing_progress(f"scoring {set_name}") as display:
             return host.predict(
                 open_store(),
                 head=head,
@@ -277,10 +320,17 @@ def predict(
                 version=version,
                 keys=keys,
                 source=source,
-                progress=progress,
+                progress=heard.showing(display),
             )
 
-    run(action, "predict")
+    def kept() -> str:
+        return (
+            f"interrupted: {were(heard.of(), 'rows')} scored and written to the "
+            f"predictions of head {head} (each chunk commits on its own; the other rows keep "
+            "the predictions they had); run the same command again to score them all"
+        )
+
+    run(action, "predict", kept=kept)
 
 
 @app.command()

@@ -70,10 +70,12 @@ class ProgressLines:
             line += f" of {total:,} {self.unit} ({100 * self.done / total:.0f} %)"
             if rate and not finished:
                 line += f", about {timedelta(seconds=round((total - self.done) / rate))} left"
+        elif total == 0:
+            line += f" of 0 {self.unit}: nothing to do"
         else:
             line += f" {self.unit}"
         if rate:
-            line += f", {rate:,.1f} {self.unit}/s"
+            line += f", {readable_rate(rate, self.unit)}"
         print(line, file=sys.stderr, flush=True)
 
     def task(self, label: str, unit: str) -> ProgressLines:
@@ -81,30 +83,13 @@ class ProgressLines:
         return ProgressLines(label, unit, self.clock)
 
 
-class CommittedRows:
-    """Keeps the rows a verb last reported done (each report follows a committed batch; a new
-    stage counts from 0), passing every report on to the display, so that an interrupted run
-    can say what it kept."""
-
-    def __init__(self, display: ProgressLines | ProgressBar | None) -> None:
-        self.display = display
-        self.done = 0
-        self.total: int | None = None
-
-    def __call__(self, done: int, total: int | None, stage: str | None = None) -> None:
-        self.done, self.total = done, total
-        if self.display is not None:
-            self.display(done, total, stage)
-
-    def interrupted(self, what: str, batch_rows: int) -> str:
-        """What an interrupted run committed, and how to finish it."""
-        of = "" if self.total is None else f" of {self.total:,}"
-        were = "was" if self.done == 1 else "were"
-        return (
-            f"interrupted: {self.done:,}{of} rows {were} committed to {what} (each batch of "
-            f"{batch_rows:,} rows commits on its own, and nothing else was written); run the "
-            "same command again to embed the rest: the committed rows are skipped as unchanged"
-        )
+def readable_rate(rate: float, unit: str) -> str:
+    """``695.2 rows/s``, or, under one a second, the seconds each takes: ``50.0 s/epoch``
+    (0.0 epochs/s says nothing)."""
+    if rate >= 1:
+        return f"{rate:,.1f} {unit}/s"
+    one = unit[:-1] if unit.endswith("s") else unit
+    return f"{1 / rate:,.1f} s/{one}"
 
 
 class ProgressBar:

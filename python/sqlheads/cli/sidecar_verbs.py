@@ -45,15 +45,16 @@ def sidecar(
     ran: list[dict[str, Any]] = []
 
     def action() -> dict[str, Any]:
-        chosen = SidecarOptions(
-            device=device,
-            once=once,
-            max_jobs=max_jobs,
-            poll_seconds=poll_seconds,
-            heartbeat_seconds=heartbeat_seconds,
-            stale_after_seconds=stale_after_seconds,
-            kinds=tuple(kind or ()),
-        )
+        given = {
+            "device": device,
+            "once": once,
+            "max_jobs": max_jobs,
+            "poll_seconds": poll_seconds,
+            "heartbeat_seconds": heartbeat_seconds,
+            "stale_after_seconds": stale_after_seconds,
+            "kinds": tuple(kind or ()),
+        }
+        chosen = SidecarOptions.from_flat(given, what="sidecar")
         summary = Sidecar(open_store(), chosen, console=console).run()
         ran.extend(summary["jobs"])
         return summary
@@ -114,7 +115,11 @@ def request_teacher(
         ),
     ] = None,
     no_students: Annotated[
-        bool, typer.Option("--no-students", help=cli_help.teacher_help("no_students"))
+        bool,
+        typer.Option(
+            "--no-students",
+            help="Fine-tune the teacher and store its soft labels, distil no student.",
+        ),
     ] = False,
     student_model: Annotated[
         str | None, typer.Option(help=cli_help.teacher_help("student_model"))

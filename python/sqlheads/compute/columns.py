@@ -19,6 +19,7 @@ from sqlheads.errors import (
     QueryShapeError,
 )
 from sqlheads.sqlserver import RESULT_TYPES
+from sqlheads.store.keys import required_keys
 
 EMBED_INPUT = ("item_key", "text")  # plus, optionally, stored_sha256
 EMBED_OUTPUT = tuple(RESULT_TYPES["embed"])
@@ -46,13 +47,25 @@ def require_columns(frame: pd.DataFrame, needed: tuple[str, ...], what: str) -> 
         )
 
 
-def refuse_duplicate_keys(keys: list[str]) -> None:
+def refuse_duplicate_keys(keys: list[str], what: str = "labels") -> None:
     duplicated = len(keys) - len(set(keys))
     if duplicated:
         raise InvalidParameterError(
-            f"{duplicated} item_key(s) appear more than once in the labels query: "
-            "give each key one label (e.g. SELECT DISTINCT or GROUP BY)"
+            f"{duplicated} item_key(s) appear more than once in the {what} query: give each "
+            f"key one {'label' if what == 'labels' else 'row'} (e.g. SELECT DISTINCT or GROUP BY)"
         )
+
+
+def in_key_order(input_data: pd.DataFrame, what: str) -> pd.DataFrame:
+    """A verb's input rows sorted by ``item_key`` (as key text), indexed 0..n-1: the one frame
+    every consumer of the rows reads (the model, its held-out split and metrics, its baseline,
+    its drift reference), so that none of them depends on the order a caller's query returned
+    the rows in, and no two of them pair a row's values in two orders. A NULL or empty key
+    refuses the ``what`` query (50003), a key given twice refuses it too (50012)."""
+    keys = required_keys(input_data["item_key"], what)
+    refuse_duplicate_keys(keys, what)
+    order = np.argsort(np.asarray(keys, dtype=object), kind="stable")
+    return input_data.iloc[order].assign(item_key=[keys[i] for i in order]).reset_index(drop=True)
 
 
 def no_labelled_rows() -> MissingEmbeddingsError:

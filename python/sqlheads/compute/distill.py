@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -19,14 +19,16 @@ import pandas as pd
 from sqlheads.compute.columns import (
     DISTILL_INPUT,
     DISTILL_OUTPUT,
+    in_key_order,
     no_labelled_rows,
     present,
-    refuse_duplicate_keys,
     refuse_unnamable_classes,
     require_columns,
 )
-from sqlheads.compute.versions import baseline_metrics, version_row
+from sqlheads.compute.versions import Fitted, VersionParams, baseline_metrics, version_row
 from sqlheads.engine import baseline, kinds
+from sqlheads.engine.constraints import Params, param
+from sqlheads.engine.encoders.onnx_encoder import EncoderRef
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.loop import drift
 from sqlheads.engine.progress import Progress
@@ -38,92 +40,106 @@ from sqlheads.errors import (
     MissingEmbeddingsError,
     MissingTextError,
 )
-from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
-from sqlheads.store.keys import required_keys
+from sqlheads.keywords import Door
 from sqlheads.store.vectors import HALF_DTYPE, unpack_rows
 
 # The export checks a student passed, and how an encoder student was made (the model's layers
-# it kept, the rows whose teacher vector it learnt), recorded in its metrics when it has them.
+# it kept, the rows whose teacher vector it learnt and that loss's weight), recorded in its
+# metrics when it has them.
 EXPORT_CHECKS = ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "quantization")
-FIT_FACTS = ("layers_kept", "feature_rows")
+FIT_FACTS = ("layers_kept", "feature_rows", "feature_weight")
+
+
+@dataclass(frozen=True)
+class Distillation(Params):
+    """One ``distill``'s parameters, as a door builds them: which student with what (its
+    kind's own class: :class:`~sqlheads.engine.kinds.StudentParams`), how it learns from the
+    teacher (:class:`DistillParams`), and how its version is judged and written."""
+
+    student_params: kinds.StudentParams = param(factory=kinds.student_params)
+    learning: DistillParams = param(factory=DistillParams)
+    version: VersionParams = param(factory=VersionParams)
+
+    @property
+    def kind(self) -> kinds.ModelKind:
+        return kinds.kind_of(self.student_params)
+
+
+# Only what a student reads of the set's encoder: its width (a head student's vectors), its
+# tokenizer and graph (a word student's start). max_length is the encoder student's own.
+SET_ENCODER = Door(only=("dim", "tokenizer_json", "encoder_onnx"))
 
 
 def distill(
     input_data: pd.DataFrame,
     *,
-    student_params: kinds.StudentParams,
-    params: DistillParams,
+    params: Distillation,
     teacher_classes_json: str,
-    dim: int | None = None,
-    tokenizer_json: str | None = None,
-    encoder_onnx: bytes | None = None,
-    test_fraction: float = TEST_FRACTION,
-    deploy: str = DEFAULT_DEPLOY,
+    set_encoder: Annotated[EncoderRef | None, SET_ENCODER] = None,
     deployed_macro_f1: float | None = None,
     no_text: str = baseline.NO_TEXT,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """Distil a teacher's soft labels into the student ``student_params`` names; one row.
+    """Distil a teacher's soft labels into the student ``params`` names; one row.
 
     Input, one row per key: ``item_key``; ``label`` (gold, NULL for rows only the teacher
     labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
-    where it has none); the student's input (``text`` for a word student, ``vector`` for a head
-    student of ``dim`` floats); optionally ``in_transfer`` (1 for the rows the caller wants
-    distilled on) and ``teacher_vector`` (the teacher encoder's vector of the row, float16
-    bytes, NULL where it has none: what an encoder student's feature loss learns). The
-    held-out split is the one ``train`` makes from the same labels and seed; no held-out row
-    is distilled on, and one named in ``in_transfer`` is refused. A word student starts from
-    the set encoder's ``tokenizer_json`` and ``encoder_onnx``. ``progress`` hears of the run in
-    the kind's ``progress_unit``: epochs (word and head students), optimiser steps (encoder) or
-    L-BFGS iterations (tfidf).
+    where it has none); the student's input (``text`` for a text student, ``vector`` for a head
+    student of the set encoder's ``dim`` floats); optionally ``in_transfer`` (1 for the rows the
+    caller wants distilled on) and ``teacher_vector`` (the teacher encoder's vector of the row,
+    float16 bytes, NULL where it has none: what an encoder student's feature loss learns). The
+    held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
+    distilled on, and one named in ``in_transfer`` is refused. A word student starts from the
+    set encoder's tokenizer and graph. ``progress`` hears of the run in the kind's
+    ``progress_unit``: epochs (word and head students), optimiser steps (encoder) or L-BFGS
+    iterations (tfidf). The rows are put in key order first and every figure is made from that
+    one frame: the same rows in any order give the same version.
     """
     started = time.perf_counter()
-    student_params = student_params.validate()
-    kind = student_params.kind
-    deploy = choice("deploy", deploy)  # as train reads it: case and blanks ignored
-    distill_params = kind.distill_params(params, student_params).validate()
+    kind = params.kind
+    learning = kind.distill_params(params.learning, params.student_params)
+    encoder = set_encoder or EncoderRef()
+    test_fraction = params.version.test_fraction
     require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
+    input_data = in_key_order(input_data, "labels")  # the one frame every consumer reads
     teacher_classes = json.loads(teacher_classes_json)
-    rows = split_rows(input_data, kind, teacher_classes, test_fraction, distill_params)
-    if student_params.feature_weight and rows.vectors is None:
-        raise InvalidParameterError(
-            f"feature_weight={student_params.feature_weight} asks the encoder student to learn "
-            "its teacher's vectors, and the teacher gave none: only a teacher head on an "
-            "encoder's vectors gives them (--teacher-head); drop --feature-weight to distil on "
-            "the soft labels alone"
-        )
-    train_inputs, test_inputs = _student_inputs(input_data, kind, rows, dim)
+    rows = split_rows(input_data, kind, teacher_classes, test_fraction, learning)
+    _refuse_feature_weight_without_vectors(params.student_params, rows)
+    train_inputs, test_inputs = _student_inputs(input_data, kind, rows, encoder.dim)
     fit = kinds.StudentFit(
-        params=student_params,
-        distill=distill_params,
+        params=params.student_params,
+        distill=learning,
         teacher_vectors=None if rows.vectors is None else rows.vectors[rows.train],
-        tokenizer_json=tokenizer_json,
-        encoder_onnx=encoder_onnx,
+        tokenizer_json=encoder.tokenizer_json,
+        encoder_onnx=encoder.onnx,
         progress=progress,
     )
     model = kind.distill(
         train_inputs, rows.classes, rows.logits[rows.train], rows.gold[rows.train], fit
     )
     metrics = _metrics(model, kind, (train_inputs, test_inputs), rows, input_data, no_text)
-    row = version_row(
+    fitted = Fitted(
         kind=kind.name,
         classes=rows.classes,
         params={
-            "student": student_params.student,
+            "student": kind.student,
             **_student_params(kind, model),
-            **asdict(distill_params),
+            **asdict(learning),
             "test_fraction": test_fraction,
-            "dim": dim,
+            "dim": encoder.dim,
         },
         metrics=metrics,
         loss_curve=model.loss_curve_,
         rows_train=len(rows.train),
         rows_test=len(rows.test),
-        started=started,
         blob=model.to_bytes(),
         onnx=model.to_onnx(),
         parameters=kinds.parameter_count(model),
-        deploy=deploy,
+    )
+    row = version_row(
+        fitted,
+        started=started,
+        deploy=params.version.deploy,
         deployed_macro_f1=deployed_macro_f1,
     )
     row |= {
@@ -159,11 +175,10 @@ def split_rows(
     test_fraction: float,
     distill: DistillParams,
 ) -> DistillRows:
-    """Distill's input rows sorted out (:class:`DistillRows`), with the held-out split that
-    ``train`` makes of the same labels with ``distill.seed``."""
-    keys = required_keys(input_data["item_key"], "labels")
-    refuse_duplicate_keys(keys)
-    keys_array = np.asarray(keys, dtype=object)
+    """Distill's input rows (in key order: :func:`~sqlheads.compute.columns.in_key_order`)
+    sorted out (:class:`DistillRows`), with the held-out split that ``train`` makes of the same
+    labels with ``distill.seed``."""
+    keys_array = input_data["item_key"].to_numpy(dtype=object)
     teacher_classes = [str(c) for c in teacher_classes]
     labelled = present(input_data["label"], "text")
     gold_labels = np.asarray([str(v) for v in input_data["label"]], dtype=object)
@@ -171,7 +186,7 @@ def split_rows(
     train_labelled, test_labelled = stratified_split(
         keys_array[labelled], gold_labels[labelled], test_fraction=test_fraction, seed=distill.seed
     )
-    held_out = np.zeros(len(keys), dtype=bool)
+    held_out = np.zeros(len(keys_array), dtype=bool)
     held_out[np.flatnonzero(labelled)[test_labelled]] = True
     logits, has_logits = _teacher_logits(input_data["logits"], teacher_classes, classes)
     distilled = _distilled_on(input_data, keys_array, labelled, held_out, has_logits)
@@ -196,6 +211,18 @@ def split_rows(
         test=np.flatnonzero(held_out),
         without_input=int((distilled & ~has_input).sum()),
     )
+
+
+def _refuse_feature_weight_without_vectors(student_params: Any, rows: DistillRows) -> None:
+    """50012 for a feature weight given (an encoder student's) where the teacher gave no
+    vectors to learn: the caller asked for what cannot be done."""
+    weight = getattr(student_params, "feature_weight", None)
+    if weight and rows.vectors is None:
+        raise InvalidParameterError(
+            f"feature_weight={weight} asks the encoder student to learn its teacher's vectors, "
+            "and the teacher gave none: only a teacher head on an encoder's vectors gives them "
+            "(--teacher-head); drop --feature-weight to distil on the soft labels alone"
+        )
 
 
 def _gold_classes(gold_labels: np.ndarray, teacher_classes: list[str]) -> list[str]:
@@ -299,7 +326,7 @@ def _student_inputs(
 def _student_params(kind: kinds.ModelKind, model: Any) -> dict[str, Any]:
     """What a student was fitted with: a text student's parameters, a head's hidden units."""
     if kind.reads == "text":
-        return asdict(model.params)
+        return model.params.record()
     return {"hidden": int(model.weights_["w1"].shape[0])}
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from sqlheads import settings
 from sqlheads.compute.columns import (
     DUPLICATE_KEY,
     EMBED_INPUT,
@@ -15,24 +17,36 @@ from sqlheads.compute.columns import (
     require_columns,
     text_sha256,
 )
-from sqlheads.engine.encoders.onnx_encoder import load_encoder
-from sqlheads.settings import choice
+from sqlheads.engine.constraints import Interval, Params, Text, param
+from sqlheads.engine.encoders.onnx_encoder import EncoderRef, load_encoder
 from sqlheads.store.keys import KEYLESS, check_key_lengths, item_key_text, key_problem
 from sqlheads.store.vectors import pack_rows
+
+
+@dataclass(frozen=True)
+class EmbedParams(Params):
+    """One ``embed``'s parameters, as a door builds them, its defaults and bounds
+    :data:`settings.SETTINGS`' (which T-SQL reads too): the encoder of a new set (None: the
+    set's, or the default), its long-text mode (None: the set's, or ``window``), rows per
+    committed batch, texts per encoder call, and onnxruntime's threads (None: its own)."""
+
+    encoder: str | None = param(None, Text("an encoder's name"), None)
+    long_text: str | None = param(None, settings.option("long_text"), None)
+    batch_rows: int = param(
+        settings.default("embed.batch_rows"), settings.bounds("embed.batch_rows")
+    )
+    batch_size: int = param(
+        settings.default("embed.batch_size"), settings.bounds("embed.batch_size")
+    )
+    threads: int | None = param(None, Interval(int, 1, 1024), None)
 
 
 def embed(
     input_data: pd.DataFrame,
     *,
-    encoder_sha256: str,
-    long_text: str = "window",
-    batch_size: int = 32,
-    encoder_onnx: bytes | None = None,
-    tokenizer_json: str | None = None,
-    dim: int | None = None,
-    max_length: int | None = None,
-    threads: int | None = None,
-    encoder: Any | None = None,
+    params: EmbedParams,
+    set_encoder: EncoderRef,
+    model: Any | None = None,
 ) -> pd.DataFrame:
     """Vectors for the rows whose text changed; rejects for rows that cannot be embedded.
 
@@ -41,25 +55,19 @@ def embed(
     ``stored_sha256`` is skipped. A key that appears more than once is rejected as a whole
     (the caller sends every copy of a key in one call). Output: one row per embedded or
     rejected key; a rejected row has a NULL ``vector`` and a ``reject_reason``. The encoder
-    is found in the cache by ``encoder_sha256``; its bytes need passing only when the cache
-    lacks it. ``encoder`` (the sidecar's PyTorch encoder of the same model, with
-    ``OnnxEncoder.encode``'s signature) replaces the cached ONNX graph when given.
+    is found in the cache by its sha256; its bytes need passing only when the cache lacks it.
+    ``model`` (the sidecar's PyTorch encoder of the same model, with ``OnnxEncoder.encode``'s
+    signature) replaces the cached ONNX graph when given.
     """
     require_columns(input_data, EMBED_INPUT, "source")
-    long_text = choice("long_text", long_text)
     rejects, to_embed = _sort_rows(input_data)
     if not to_embed:
         return pd.DataFrame(rejects, columns=list(EMBED_OUTPUT))
-    encoder = encoder or load_encoder(
-        encoder_sha256,
-        onnx=encoder_onnx,
-        tokenizer_json=tokenizer_json,
-        dim=dim,
-        max_length=max_length,
-        threads=threads,
-    )
+    encoder = model or load_encoder(set_encoder, threads=params.threads)
     encoded = encoder.encode(
-        [text for _, text, _ in to_embed], long_text=long_text, batch_size=batch_size
+        [text for _, text, _ in to_embed],
+        long_text=params.long_text or settings.default("long_text"),
+        batch_size=params.batch_size,
     )
     embedded = [
         (key, sha, vector, int(windows), None)

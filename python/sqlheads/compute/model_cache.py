@@ -14,12 +14,13 @@ from collections import OrderedDict
 
 from sqlheads.engine import kinds
 from sqlheads.errors import InvalidParameterError
-from sqlheads.settings import bounded
+from sqlheads.settings import default
 
 
 class ModelCache:
     def __init__(self, max_bytes: int | None = None) -> None:
-        self.max_bytes = bounded("predict.model_cache_bytes", max_bytes)
+        """``max_bytes``: the setting's unless given (a test's small bound)."""
+        self.max_bytes = default("predict.model_cache_bytes") if max_bytes is None else max_bytes
         self._models: OrderedDict[str, tuple[kinds.Scorer, int]] = OrderedDict()
 
     @property

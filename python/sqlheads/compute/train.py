@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -11,50 +11,64 @@ import pandas as pd
 from sqlheads.compute.columns import (
     TRAIN_INPUT,
     TRAIN_OUTPUT,
+    in_key_order,
     no_labelled_rows,
-    refuse_duplicate_keys,
     refuse_unnamable_classes,
     require_columns,
 )
-from sqlheads.compute.versions import baseline_metrics, version_row
+from sqlheads.compute.versions import Fitted, VersionParams, baseline_metrics, version_row
 from sqlheads.engine import baseline, kinds
+from sqlheads.engine.constraints import FLAG, Params, Text, param
 from sqlheads.engine.evaluation import classification_metrics, stratified_split
 from sqlheads.engine.heads import HeadClassifier, HeadParams
 from sqlheads.engine.loop import drift
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import InvalidParameterError, MissingEmbeddingsError
-from sqlheads.settings import DEFAULT_DEPLOY, TEST_FRACTION, choice
-from sqlheads.store.keys import required_keys
 from sqlheads.store.vectors import unpack_rows
+
+
+@dataclass(frozen=True)
+class TrainParams(Params):
+    """One ``train``'s parameters, as a door builds them: the head's hyper-parameters, how the
+    version is judged and written, and which encoder its set must have (``encoder``: refuse
+    another; ``allow_encoder_change``: accept one other than the head's earlier versions')."""
+
+    head_params: HeadParams = param(factory=HeadParams)
+    version: VersionParams = param(factory=VersionParams)
+    encoder: str | None = param(None, Text("an encoder's name"), None)
+    allow_encoder_change: bool = param(False, FLAG)
 
 
 def train(
     input_data: pd.DataFrame,
     *,
-    params: HeadParams,
+    params: TrainParams,
     dim: int,
-    test_fraction: float = TEST_FRACTION,
-    deploy: str = DEFAULT_DEPLOY,
     deployed_macro_f1: float | None = None,
     no_text: str = baseline.NO_TEXT,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """Train a head of ``params`` on stored vectors; one output row describing the new version.
+    """Train a head of ``params.head_params`` on stored vectors; one output row describing the
+    new version.
 
     Input: ``item_key``, ``label``, ``vector`` (NULL where the key has no embedding, which is
-    refused with the count). The held-out split is stratified and fixed by ``params.seed``;
+    refused with the count). The held-out split is stratified and fixed by the head's seed;
     metrics are computed on it, then the deploy policy is applied against
     ``deployed_macro_f1``. ``progress`` hears of each epoch. With a ``text`` column the TF-IDF
     baseline is fitted on the same rows (``metrics_json``'s ``baseline``); without one it is
-    skipped, saying ``no_text``.
+    skipped, saying ``no_text``. The rows are put in key order first and every figure is
+    made from that one frame: the same rows in any order give the same version.
     """
     started = time.perf_counter()
     require_columns(input_data, TRAIN_INPUT, "labels")
-    deploy = choice("deploy", deploy)  # before the work, not after it
-    params = params.validate()
+    test_fraction = params.version.test_fraction
+    head_params = params.head_params
+    input_data = in_key_order(input_data, "labels")  # the one frame every consumer reads
     keys, X, y = _labelled_vectors(input_data, dim)
-    train_rows, test_rows = stratified_split(keys, y, test_fraction=test_fraction, seed=params.seed)
-    head = HeadClassifier(params).fit(X[train_rows], y[train_rows], progress=progress)
+    train_rows, test_rows = stratified_split(
+        keys, y, test_fraction=test_fraction, seed=head_params.seed
+    )
+    head = HeadClassifier(head_params).fit(X[train_rows], y[train_rows], progress=progress)
     metrics = classification_metrics(y[test_rows], head.predict(X[test_rows]), head.classes_)
     metrics["baseline"] = baseline_metrics(
         input_data, y, train_rows, test_rows, head.classes_, no_text
@@ -62,8 +76,8 @@ def train(
     metrics["drift"] = drift.reference(
         head.classes_, y[train_rows], head.predict_proba(X[test_rows]), X[train_rows], X[test_rows]
     )
-    params_record = asdict(params) | {
-        "hidden": params.hidden or int(head.weights_["w1"].shape[0]),
+    params_record = asdict(head_params) | {
+        "hidden": head_params.hidden or int(head.weights_["w1"].shape[0]),
         "recipe": head.recipe_,
         "batch_size": head.batch_size_,
         "epochs_run": len(head.loss_curve_),
@@ -71,7 +85,7 @@ def train(
         "test_fraction": test_fraction,
         "dim": dim,
     }
-    row = version_row(
+    fitted = Fitted(
         kind="head",
         classes=head.classes_,
         params=params_record,
@@ -79,11 +93,14 @@ def train(
         loss_curve=head.loss_curve_,
         rows_train=int(train_rows.sum()),
         rows_test=int(test_rows.sum()),
-        started=started,
         blob=head.to_bytes(),
         onnx=head.to_onnx(),
         parameters=kinds.parameter_count(head),
-        deploy=deploy,
+    )
+    row = version_row(
+        fitted,
+        started=started,
+        deploy=params.version.deploy,
         deployed_macro_f1=deployed_macro_f1,
     )
     return pd.DataFrame([row], columns=list(TRAIN_OUTPUT))
@@ -92,15 +109,11 @@ def train(
 def _labelled_vectors(
     input_data: pd.DataFrame, dim: int
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The keys, vectors and labels to train on; refused whole if a row lacks one."""
-    keys = required_keys(input_data["item_key"], "labels")
+    """The keys, vectors and labels to train on, in the rows' order (:func:`in_key_order`'s);
+    refused whole if a row lacks one."""
+    keys = input_data["item_key"].tolist()
     if len(keys) == 0:
         raise no_labelled_rows()
-    refuse_duplicate_keys(keys)
-    # In key order, as the split orders them: the model, not only its held-out rows, is then
-    # the same whatever order the labels query returned its rows in.
-    in_key_order = np.argsort(np.asarray(keys), kind="stable")
-    input_data, keys = input_data.iloc[in_key_order], [keys[i] for i in in_key_order]
     labels = input_data["label"]
     empty = int(labels.isna().sum() + (labels.astype(str).str.strip() == "").sum())
     if empty:

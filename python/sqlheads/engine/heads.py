@@ -17,13 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sqlheads.engine.constraints import SEED, Interval, OneOf, Params, param
 from sqlheads.engine.progress import Progress
-from sqlheads.errors import (
-    DimensionMismatchError,
-    InvalidParameterError,
-    SingleClassError,
-    check_ranges,
-)
+from sqlheads.errors import DimensionMismatchError, InvalidParameterError, SingleClassError
 
 
 def default_hidden(n_classes: int) -> int:
@@ -80,8 +76,8 @@ def fast_batch_size(n_rows: int) -> int:
     return int(min(FAST_BATCH_SIZE, max(16, n_rows // 20)))
 
 
-@dataclass
-class HeadParams:
+@dataclass(frozen=True)
+class HeadParams(Params):
     """Hyper-parameters of a head, with the documented defaults.
 
     ``recipe="auto"`` (the default) is ``"fast"`` from :data:`FAST_FROM_ROWS` training rows on
@@ -96,37 +92,20 @@ class HeadParams:
     for training.
     """
 
-    recipe: str = "auto"
-    hidden: int | None = None  # None: default_hidden(number of classes)
-    epochs: int = 30
-    lr: float = 1e-3
-    weight_decay: float = 1e-5
-    batch_size: int | None = None  # None: fast_batch_size or default_batch_size (full)
-    dropout: float = 0.1
-    validation_fraction: float = 0.1  # fast recipe only
-    patience: int = 1  # fast recipe only
-    tol: float = TOL  # fast recipe only: a smaller fall of the validation loss is no improvement
-    seed: int = 0
-
-    def validate(self) -> HeadParams:
-        checks = [
-            (self.recipe in RECIPES, "recipe", "of " + ", ".join(RECIPES)),
-            (self.hidden is None or 1 <= self.hidden <= 8192, "hidden", "between 1 and 8192"),
-            (1 <= self.epochs <= 10_000, "epochs", "between 1 and 10000"),
-            (0 < self.lr <= 1, "lr", "in (0, 1], e.g. 1e-3"),
-            (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1), e.g. 1e-5"),
-            (
-                self.batch_size is None or 1 <= self.batch_size <= 65_536,
-                "batch_size",
-                "between 1 and 65536",
-            ),
-            (0 <= self.dropout < 1, "dropout", "in [0, 1)"),
-            (0 <= self.validation_fraction < 0.5, "validation_fraction", "in [0, 0.5)"),
-            (1 <= self.patience <= 1000, "patience", "between 1 and 1000"),
-            (0 <= self.tol < 1, "tol", "in [0, 1), e.g. 2e-3; 0 counts any fall"),
-        ]
-        check_ranges(self, checks)
-        return self
+    recipe: str = param("auto", OneOf(RECIPES))
+    # None: default_hidden(number of classes)
+    hidden: int | None = param(None, Interval(int, 1, 8192), None)
+    epochs: int = param(30, Interval(int, 1, 10_000))
+    lr: float = param(1e-3, Interval(float, 0, 1, "right"))
+    weight_decay: float = param(1e-5, Interval(float, 0, 1, "left"))
+    # None: fast_batch_size or default_batch_size (full)
+    batch_size: int | None = param(None, Interval(int, 1, 65_536), None)
+    dropout: float = param(0.1, Interval(float, 0, 1, "left"))
+    validation_fraction: float = param(0.1, Interval(float, 0, 0.5, "left"))  # fast recipe only
+    patience: int = param(1, Interval(int, 1, 1000))  # fast recipe only
+    # fast recipe only: a smaller fall of the validation loss is no improvement (0: any fall)
+    tol: float = param(TOL, Interval(float, 0, 1, "left"))
+    seed: int = param(0, SEED)
 
 
 def head_network(n_features: int, hidden: int, n_classes: int, dropout: float):
@@ -164,9 +143,6 @@ class HeadClassifier:
     recipe_: str = field(default="", init=False)  # the recipe "auto" chose
     best_epoch_: int = field(default=0, init=False)
     weights_: dict[str, np.ndarray] = field(default_factory=dict, init=False)
-
-    def __post_init__(self) -> None:
-        self.params.validate()
 
     @property
     def n_features_in_(self) -> int:

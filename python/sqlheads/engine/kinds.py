@@ -11,16 +11,20 @@ engine module that fits it, and a case of the contract test (tests/test_kinds.py
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from sqlheads.engine.constraints import Flat, Whole, keyword, passed_whole, unknown_names
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.encoder import EncoderStudentParams, default_lr
+from sqlheads.engine.students.head import HeadStudentParams
+from sqlheads.engine.students.tfidf import TfidfStudentParams
 from sqlheads.engine.students.transfer import DEFAULT_ROWS
 from sqlheads.engine.students.word import student as word_student
 from sqlheads.errors import InvalidParameterError, UnknownKindError
@@ -44,7 +48,7 @@ class Scorer(Protocol):
 class StudentFit:
     """What fitting a student is handed besides its rows; each kind reads what it needs."""
 
-    params: StudentParams
+    params: Any  # the kind's own parameters (ModelKind.params)
     distill: DistillParams  # with the kind's epochs and learning rate where the caller gave none
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
@@ -67,20 +71,21 @@ class ModelKind:
     fitted_by: tuple[str, ...]  # "train" (gold labels) and/or "distill" (a teacher's logits)
     runs_on: str  # where it may be fitted: "server" (external scripts too) or "sidecar" only
     student: str | None = None  # its name for ``distill --student``
+    params: type | None = None  # a student kind's parameters: what a door may choose of it
     distill: Distill | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
-    lr: float | Callable[[StudentParams], float] | None = None  # or one by the student's params
+    lr: float | Callable[[Any], float] | None = None  # or one of the kind's params object
     progress_unit: str = "epochs"  # what its distillation counts while it runs
     transfer_rows: int = DEFAULT_ROWS  # a text student's transfer rows, unless the caller's
 
-    def distill_params(
-        self, distill: DistillParams, student: StudentParams | None = None
-    ) -> DistillParams:
+    def distill_params(self, distill: DistillParams, student_params: Any = None) -> DistillParams:
         """``distill`` with this kind's epochs and learning rate where it gives none (the
-        learning rate of ``student``, this kind's default student if None, where it depends
-        on the student's choices)."""
-        lr = self.lr(student or StudentParams(self.student)) if callable(self.lr) else self.lr
-        return replace(distill, epochs=distill.epochs or self.epochs, lr=distill.lr or lr)
+        learning rate of ``student_params``, this kind's defaults if None, where it depends on
+        the student's choices)."""
+        lr = self.lr
+        if callable(lr):
+            lr = lr(student_params if student_params is not None else self.params())
+        return distill.with_defaults(self.epochs, lr)
 
 
 def _load_head(blob: bytes) -> Scorer:
@@ -132,7 +137,7 @@ def _distill_word_student(
 ) -> Scorer:
     if fit.tokenizer_json is None:
         raise InvalidParameterError("a word student needs the set encoder's tokenizer_json")
-    return word_student.WordStudent(word_student.word_student_params(fit.params.arch)).fit(
+    return word_student.WordStudent(fit.params).fit(
         texts,
         classes,
         logits,
@@ -147,21 +152,10 @@ def _distill_word_student(
 def _distill_encoder_student(
     texts: list[str], classes: list[str], logits: np.ndarray, gold: np.ndarray, fit: StudentFit
 ) -> Scorer:
-    from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
+    from sqlheads.engine.students.encoder import EncoderStudent
 
-    p = fit.params
-    chosen = {
-        "model": p.student_model,
-        "max_length": p.max_length,
-        "max_steps": p.max_steps,
-        "layers": p.layers,
-        "feature_weight": p.feature_weight,
-    }
-    student_params = EncoderStudentParams(
-        batch_size=fit.distill.batch_size,
-        device=p.device,
-        **{name: value for name, value in chosen.items() if value is not None},
-    )
+    # its batches are the distillation's, as every student's
+    student_params = replace(fit.params, batch_size=fit.distill.batch_size)
     return EncoderStudent(student_params).fit(
         texts,
         classes,
@@ -169,15 +163,12 @@ def _distill_encoder_student(
         gold,
         teacher_vectors=fit.teacher_vectors,
         distill=fit.distill,
-        work_dir=None if p.work_dir is None else Path(p.work_dir),
         progress=fit.progress,
     )
 
 
-def _encoder_student_lr(student: StudentParams) -> float:
-    from sqlheads.engine.students.encoder import DEFAULT_MODEL, default_lr
-
-    return default_lr(student.student_model or DEFAULT_MODEL, student.layers)
+def _encoder_student_lr(params: EncoderStudentParams) -> float:
+    return default_lr(params.model, params.layers)
 
 
 def _distill_tfidf_student(
@@ -185,7 +176,7 @@ def _distill_tfidf_student(
 ) -> Scorer:
     from sqlheads.engine.students.tfidf import TfidfStudent
 
-    return TfidfStudent().fit(
+    return TfidfStudent(fit.params).fit(
         texts, classes, logits, gold, distill=fit.distill, progress=fit.progress
     )
 
@@ -199,6 +190,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("train", "distill"),
         runs_on="server",
         student="head",
+        params=HeadStudentParams,
         distill=_distill_head,
         epochs=HeadParams.epochs,
         lr=HeadParams.lr,
@@ -211,6 +203,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("distill",),
         runs_on="server",
         student="word",
+        params=word_student.WordStudentParams,
         distill=_distill_word_student,
         epochs=word_student.DEFAULT_EPOCHS,
         lr=word_student.DEFAULT_LR,
@@ -236,6 +229,7 @@ KINDS: dict[str, ModelKind] = {
         # a machine with one), not the database server's external-script runtime
         runs_on="sidecar",
         student="encoder",
+        params=EncoderStudentParams,
         distill=_distill_encoder_student,
         epochs=3,
         lr=_encoder_student_lr,  # by depth: engine.students.encoder.default_lr
@@ -252,6 +246,7 @@ KINDS: dict[str, ModelKind] = {
         fitted_by=("distill",),
         runs_on="server",  # scikit-learn and NumPy, in both hosts
         student="tfidf",
+        params=TfidfStudentParams,
         distill=_distill_tfidf_student,
         epochs=1,  # unused: L-BFGS on a convex loss has neither
         lr=1.0,
@@ -277,55 +272,70 @@ STUDENTS: dict[str, str] = dict(
 SIDECAR_STUDENTS = frozenset(s for s, name in STUDENTS.items() if KINDS[name].runs_on == "sidecar")
 
 
-@dataclass(frozen=True)
 class StudentParams:
-    """Which student ``distill`` fits, and the choices only some kinds read: built once where a
-    call comes in (the command line, ``sql_server_call``, the host's keywords) and refused
-    there, before a teacher scores a row, when it names what the student cannot use."""
+    """The parameters of the student ``distill`` fits: one class per student kind
+    (``ModelKind.params``: :class:`HeadStudentParams`, :class:`WordStudentParams`,
+    :class:`EncoderStudentParams`, :class:`TfidfStudentParams`), each stating what it accepts.
 
-    student: str = DEFAULT_STUDENT  # its name for ``distill --student`` (STUDENTS)
-    arch: str | None = None  # word student: its architecture (word_student.ARCHITECTURE_SIZES)
-    student_model: str | None = None  # encoder student: catalogue model or HF directory
-    max_length: int | None = None  # encoder student: tokens per text
-    max_steps: int | None = None  # encoder student: optimiser steps at most
-    layers: int | None = None  # encoder student: transformer layers kept (None: all)
-    feature_weight: float | None = None  # encoder student: the teacher-vector loss's weight
-    device: str = "auto"  # encoder student: auto, cpu, cuda or cuda:N
-    work_dir: str | None = None  # encoder student: its checkpoints (a sidecar job's folder)
+    At a door, ``student`` names the kind (:data:`STUDENTS`) and the other keywords are that
+    kind's own (``arch`` for a word student; ``student_model``, ``max_length``, ``max_steps``,
+    ``layers``, ``feature_weight``, ``device`` for an encoder student); a keyword only another
+    kind takes is refused there, before a teacher scores a row, with the kind that takes it."""
 
-    @property
-    def kind(self) -> ModelKind:
-        return student_kind(self.student)
+    @classmethod
+    def admits(cls, value: Any) -> bool:
+        return any(isinstance(value, kind.params) for kind in _student_kinds())
 
-    def validate(self) -> StudentParams:
-        kind = self.kind  # an unknown student: 50022
-        if self.arch is not None:
-            if kind.name != "word_student":
-                raise InvalidParameterError(
-                    f"arch={self.arch!r} chooses a word student's architecture, and student "
-                    f"{self.student!r} has none: drop arch, or pass student='word'"
-                )
-            word_student.word_student_params(self.arch)  # an unknown architecture: refused now
-        encoder_only = [
-            name
-            for name in ("student_model", "max_length", "max_steps", "layers", "feature_weight")
-            if getattr(self, name) is not None
-        ]
-        if encoder_only and kind.name != "encoder_student":
+    @classmethod
+    def door_parameters(cls, prefix: str = "") -> list[inspect.Parameter]:
+        found = {"student": keyword(prefix + "student", DEFAULT_STUDENT, str)}
+        for kind in _student_kinds():
+            for p in kind.params.door_parameters(prefix):
+                found.setdefault(p.name, p.replace(default=None, annotation=p.annotation | None))
+        return list(found.values())
+
+    @classmethod
+    def from_flat(cls, given: Flat, *, what: str, prefix: str = "", whole: Whole = None) -> Any:
+        """The named kind's parameters, built from its own keywords (or ``whole``'s)."""
+        if whole is not None and whole[1] is not None:
+            return passed_whole(cls, given, whole)
+        given = {k: v for k, v in given.items() if v is not None}
+        known = [p.name for p in cls.door_parameters(prefix)]
+        if set(given) - set(known):
+            raise unknown_names(what, set(given) - set(known), known)
+        student = given.pop(prefix + "student", DEFAULT_STUDENT)
+        kind = student_kind(student)
+        own = {p.name for p in kind.params.door_parameters(prefix)}
+        foreign = [name for name in given if name not in own]
+        if foreign:
+            owner = next(k for k in _student_kinds() if _takes(k, foreign[0], prefix))
+            several = len(foreign) > 1
             raise InvalidParameterError(
-                f"{', '.join(encoder_only)} tune the encoder student, not student "
-                f"{self.student!r}: drop them, or pass student='encoder'"
+                f"{', '.join(foreign)} {'tune' if several else 'tunes'} the {owner.student} "
+                f"student, not student {student!r}: drop {'them' if several else 'it'}, or "
+                f"pass student={owner.student!r}"
             )
-        if kind.name == "encoder_student" and (self.layers, self.feature_weight) != (None, None):
-            from sqlheads.engine.students.encoder import DEFAULT_MODEL, EncoderStudentParams
+        return kind.params.from_flat(given, what=what, prefix=prefix)
 
-            # refused now, before a teacher scores a row: a depth the model has not (50012)
-            EncoderStudentParams(
-                model=self.student_model or DEFAULT_MODEL,
-                layers=self.layers,
-                **({} if self.feature_weight is None else {"feature_weight": self.feature_weight}),
-            ).validate()
-        return self
+
+def _student_kinds() -> list[ModelKind]:
+    return [KINDS[name] for name in STUDENTS.values()]
+
+
+def _takes(kind: ModelKind, name: str, prefix: str) -> bool:
+    return name in {p.name for p in kind.params.door_parameters(prefix)}
+
+
+def student_params(student: str = DEFAULT_STUDENT, **given: Any) -> Any:
+    """The parameters of student ``student`` with the keywords ``given`` (its defaults for the
+    rest), as a door builds them."""
+    return StudentParams.from_flat({"student": student, **given}, what="distill")
+
+
+def kind_of(params: Any) -> ModelKind:
+    """The student kind whose parameters ``params`` are."""
+    (kind,) = [k for k in _student_kinds() if isinstance(params, k.params)]
+    return kind
 
 
 def model_kind(name: str) -> ModelKind:

@@ -15,8 +15,8 @@ from sqlheads.errors import NotFoundError, SqlheadsError, StoredQueryOwnerError
 from sqlheads.store.figures import FIGURE_TEXT_LIMIT, prediction_scores
 from sqlheads.store.queue_drift import queue_margins
 from sqlheads.store.repository import Model, Store
-from sqlheads.verbs.drift import drift
-from sqlheads.verbs.label_queue import label_queue
+from sqlheads.verbs.drift import NO_SET_JUDGED, drift
+from sqlheads.verbs.label_queue import EMPTY_QUEUE, label_queue
 from sqlheads.verbs.rows import stored_source
 
 SCORE_BINS = 20
@@ -82,6 +82,19 @@ def load_report_data(store: Store, head: str, version: int | None = None) -> Rep
         data.queue = error.message
     data.drift = drift(store, head=head)
     return data
+
+
+def queue_words(data: ReportData) -> str:
+    """Why the page lists no queue, as ``sqlheads label-queue`` says it."""
+    return data.queue if isinstance(data.queue, str) and data.queue else EMPTY_QUEUE
+
+
+def drift_words(data: ReportData) -> str:
+    """Why the page judges no set, as ``sqlheads drift`` says it."""
+    if isinstance(data.drift, str):
+        return data.drift or NO_SET_JUDGED
+    notes = [data.drift[k] for k in ("reference", "sets_not_listed") if k in data.drift]
+    return "; ".join(notes) or NO_SET_JUDGED
 
 
 def histogram_edges() -> np.ndarray:
@@ -184,6 +197,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     from sqlheads.compute.columns import EMBED_INPUT
     from sqlheads.engine.encoders.onnx_encoder import load_encoder
     from sqlheads.engine.kinds import model_kind
+    from sqlheads.verbs.encoders import encoder_ref
 
     found = store.find_set(set_name)
     point = {
@@ -206,15 +220,7 @@ def _speed(store: Store, model: Model, set_name: str, role: str) -> dict[str, An
     scorer = kind.load(store.model_blob(model.model_id))
     encoder = None
     if kind.reads == "vector":
-        registered = store.encoder(model.encoder_id)
-        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
-        encoder = load_encoder(
-            registered.sha256,
-            onnx=onnx,
-            tokenizer_json=tokenizer_json,
-            dim=registered.dim,
-            max_length=registered.max_length,
-        )
+        encoder = load_encoder(encoder_ref(store, store.encoder(model.encoder_id)))
 
     def score(part: list[str]) -> None:
         scorer.predict_proba(part if encoder is None else encoder.encode(part).vectors)

@@ -15,7 +15,9 @@ from sqlheads.report.data import (
     SPEED_ROWS,
     ReportData,
     against_baseline,
+    drift_words,
     histogram_edges,
+    queue_words,
 )
 
 # How a deployed version is marked, here and in ``sqlheads plot``.
@@ -45,20 +47,10 @@ def pyplot():
 def draw(data: ReportData, out: Path) -> dict[str, str]:
     """One PNG per figure; returns figure name -> file name (relative to the page)."""
     plt = pyplot()
-    drawers = {
-        "confusion_matrix": _confusion,
-        "per_class": _per_class,
-        "score_histogram": _scores,
-        "loss_curve": _loss,
-        "versions": _versions,
-        "baseline": _baseline,
-        "queue_margin": _queue_margins,
-        "drift_shares": _drift_shares,
-    }
     files = {}
     for name in FIGURES:
         figure, ax = plt.subplots(figsize=(6.4, 4.4))
-        drawers[name](ax, data)
+        DRAWERS[name](ax, data)
         figure.tight_layout()
         files[name] = f"{name}.png"
         figure.savefig(out / files[name], dpi=100)
@@ -75,6 +67,8 @@ def draw_students(ax, head: str, points: list[dict[str, Any]], baseline: float |
     labelled = []
     for role, (marker, size, colour) in styles.items():
         shown = [p for p in points if p["role"] == role and p["rows_per_second"]]
+        if not shown:  # no marker in the legend for a role with no point drawn
+            continue
         ax.scatter(
             [p["rows_per_second"] for p in shown],
             [p["accuracy"] for p in shown],
@@ -246,7 +240,7 @@ def _note(ax, text: str) -> None:
 
 def _queue_margins(ax, data: ReportData) -> None:
     if not len(data.margins):
-        _note(ax, f"no label queue: {data.queue or 'every row it scored was labelled'}")
+        _note(ax, f"no label queue:\n{queue_words(data)}")
         return
     ax.hist(data.margins, bins=histogram_edges())
     ax.set(
@@ -259,7 +253,7 @@ def _queue_margins(ax, data: ReportData) -> None:
 def _drift_shares(ax, data: ReportData) -> None:
     sets = data.drift["sets"] if isinstance(data.drift, dict) else []
     if not sets or not sets[0]["class_shares"]:
-        _note(ax, f"no drift figures: {data.drift or 'no unlabelled rows scored'}")
+        _note(ax, f"no drift figures:\n{drift_words(data)}")
         return
     classes = list(sets[0]["class_shares"])
     groups = [("training", [sets[0]["class_shares"][c]["training"] for c in classes])]
@@ -275,3 +269,15 @@ def _drift_shares(ax, data: ReportData) -> None:
     ax.set_xticks(positions, classes, rotation=45 if len(classes) > 3 else 0, ha="right")
     ax.set(ylim=(0, 1.05), ylabel="share of rows", title="Drift: predicted class shares per set")
     ax.legend(fontsize=7)
+
+
+DRAWERS = {  # each figure's drawing, on one Axes
+    "confusion_matrix": _confusion,
+    "per_class": _per_class,
+    "score_histogram": _scores,
+    "loss_curve": _loss,
+    "versions": _versions,
+    "baseline": _baseline,
+    "queue_margin": _queue_margins,
+    "drift_shares": _drift_shares,
+}

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any
 
 from sqlheads.report.data import (
     QUEUE_TOP,
     ReportData,
+    drift_words,
     figure_rows,
     load_report_data,
+    queue_words,
     student_points,
 )
 from sqlheads.report.figures import draw, draw_students, pyplot
@@ -52,6 +55,57 @@ def build_report(
     }
 
 
+# Each figure's alt text (what it is) and caption (how to read it: the plot has its title).
+CAPTIONS = {
+    "confusion_matrix": (
+        "Confusion matrix",
+        "The held-out rows by true class (rows) and predicted class (columns): the diagonal "
+        "holds what this version got right.",
+    ),
+    "per_class": (
+        "Per-class precision, recall and F1",
+        "For each class, on the held-out rows: the share of its predictions that were right "
+        "(precision), of its rows that were found (recall), and their harmonic mean (F1).",
+    ),
+    "score_histogram": (
+        "Score distribution",
+        "How sure this version was of each label it wrote into predictions: the scores near "
+        "the low end are its uncertain rows.",
+    ),
+    "loss_curve": (
+        "Training loss",
+        "The mean cross-entropy on the training rows after each epoch; a curve still falling "
+        "at its end could use more epochs.",
+    ),
+    "versions": (
+        "Versions of this head",
+        "Held-out accuracy and macro-F1 of every version of the head, this one circled and "
+        "the deployed one starred.",
+    ),
+    "baseline": (
+        "This version beside its baseline",
+        "This version and a TF-IDF + logistic regression model fitted on the same training "
+        "rows and scored on the same held-out rows: a version below it is not worth its "
+        "encoder.",
+    ),
+    "students": (
+        "Teacher, students, heads and baseline",
+        "Held-out accuracy against rows scored per second from text on this machine: up and "
+        "to the right is better; the dashed line is the TF-IDF + LR baseline.",
+    ),
+    "queue_margin": (
+        "Label queue margins",
+        "The unlabelled rows the deployed version scored, by the gap between its two likeliest "
+        "classes: sqlheads label-queue lists the left end first.",
+    ),
+    "drift_shares": (
+        "Drift: class shares",
+        "The share of each predicted class in every set scored, beside the training labels' "
+        "shares: a set far from the training bars has drifted.",
+    ),
+}
+
+
 def render_html(data: ReportData, plots: dict[str, str]) -> str:
     record, metrics = data.record, data.metrics
     deployed = bool(
@@ -72,9 +126,9 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         ),
         "rows (train / test)": f"{record['rows_train']:,} / {record['rows_test']:,}",
         "training seconds": f"{record['seconds']:.2f}",
-        "parameters": record["params_json"],
         "predictions of this version": f"{len(data.scores):,}",
     }
+    parameters = [[k, _in_words(v)] for k, v in json.loads(record["params_json"]).items()]
     per_class = [
         [
             c,
@@ -95,20 +149,9 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
         ]
         for r in data.versions.itertuples(index=False)
     ]
-    titles = {
-        "confusion_matrix": "Confusion matrix",
-        "per_class": "Per-class precision and recall",
-        "score_histogram": "Score distribution",
-        "loss_curve": "Training loss",
-        "versions": "Comparison with other versions",
-        "baseline": "Beside its TF-IDF baseline",
-        "students": "Teacher, students, heads and baseline: accuracy against rows/s",
-        "queue_margin": "Label queue: margins",
-        "drift_shares": "Drift: class shares per set",
-    }
     figures = "\n".join(
-        f'<figure><img src="{html.escape(file)}" alt="{html.escape(titles[name])}">'
-        f"<figcaption>{html.escape(titles[name])}</figcaption></figure>"
+        f'<figure><img src="{html.escape(file)}" alt="{html.escape(CAPTIONS[name][0])}">'
+        f"<figcaption>{html.escape(CAPTIONS[name][1])}</figcaption></figure>"
         for name, file in plots.items()
     )
     versions_table = _table(
@@ -122,10 +165,12 @@ def render_html(data: ReportData, plots: dict[str, str]) -> str:
 body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
 table {{ border-collapse: collapse; margin-bottom: 1.5rem; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: left; }}
-figure {{ display: inline-block; margin: 0.5rem; }}
+figure {{ display: inline-block; margin: 0.5rem; width: 640px; vertical-align: top; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
 {_table(["", ""], [[k, str(v)] for k, v in summary.items()], header=False)}
+<h2>Parameters</h2>
+{_table(["parameter", "value"], parameters)}
 {figures}
 <h2>Per class (held-out split)</h2>
 {_table(["class", "precision", "recall", "F1", "support"], per_class)}
@@ -136,6 +181,15 @@ figure {{ display: inline-block; margin: 0.5rem; }}
 (model_id {data.model.model_id}); versions are in the <code>model_summary</code> view.</p>
 </body></html>
 """
+
+
+def _in_words(value: Any) -> str:
+    """A parameter's value as a cell: a list's items, a mapping's ``name value`` pairs."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_in_words(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(_in_words, value))
+    return "none" if value is None else str(value)
 
 
 def _table(columns: list[str], rows: list[list[str]], *, header: bool = True) -> str:
@@ -166,9 +220,7 @@ def _loop_sections(data: ReportData) -> str:
             ],
         )
     else:
-        queue = (
-            f"<p>{html.escape(str(data.queue or 'empty: every row it scored was labelled'))}</p>"
-        )
+        queue = f"<p>{html.escape(queue_words(data))}</p>"
     sets = data.drift["sets"] if isinstance(data.drift, dict) else []
 
     def shown(value: Any) -> str:
@@ -193,7 +245,7 @@ def _loop_sections(data: ReportData) -> str:
             drift_rows,
         )
         if drift_rows
-        else f"<p>{html.escape(str(data.drift or 'no set scored beyond its labelled rows'))}</p>"
+        else f"<p>{html.escape(drift_words(data))}</p>"
     )
     return (
         f"<h2>Label queue (first {QUEUE_TOP} rows of <code>sqlheads label-queue</code>)</h2>\n"

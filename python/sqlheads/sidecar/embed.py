@@ -21,19 +21,35 @@ wrote, since embedding skips the rows whose stored text hash is unchanged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sqlheads import settings
+from sqlheads.compute.embed import EmbedParams
+from sqlheads.engine.constraints import MISSING, Params, Text, param
 from sqlheads.engine.progress import Progress
 from sqlheads.store.repository import Store
 from sqlheads.verbs.embed import embed_rows
 from sqlheads.verbs.rows import RowSource
 
 
-def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: str, device: Any):
+@dataclass(frozen=True, kw_only=True)
+class EmbedRequest(Params):
+    """An embed request, as ``request-embed`` (or ``heads.request_embed``) makes it and each of
+    its jobs stores it: the caller's source query (the record of what was asked: the job embeds
+    the rows captured with it), the embed's parameters, the jobs it is split into by key range,
+    and who embeds (``engine``: auto is PyTorch on a GPU, the set's ONNX graph on a CPU)."""
+
+    source: str = param(MISSING, Text("a SELECT returning item_key and text"))
+    embed: EmbedParams = param(factory=EmbedParams)
+    parts: int = param(settings.default("embed.parts"), settings.bounds("embed.parts"))
+    engine: str = param(settings.default("embed.engine"), settings.option("embed.engine"))
+
+
+def embed_model(store: Store, set_name: str, request: EmbedRequest, device: Any):
     """The PyTorch encoder of the set's model for engine ``torch`` (or ``auto`` on a GPU);
     None for ``onnx`` (the set's registered graph, as ``sqlheads embed`` uses)."""
-    engine = settings.choice("embed.engine", engine)
+    engine = request.engine
     if engine == "onnx" or (engine == "auto" and device.type != "cuda"):
         return None
     from sqlheads.engine.encoders.torch_encoder import TorchEncoder  # imports torch: only when used
@@ -42,7 +58,7 @@ def embed_model(store: Store, encoder_name: str | None, set_name: str, engine: s
     name = (
         store.encoder(found.encoder_id).name
         if found is not None
-        else encoder_name or settings.DEFAULT_ENCODER
+        else request.embed.encoder or settings.DEFAULT_ENCODER
     )
     row = store.encoder_source(name)
     return TorchEncoder.for_encoder(
@@ -57,26 +73,21 @@ def run_embed(
     set_name: str,
     device: Any,
     progress: Progress,
-    source: str,
     key_from: str | None = None,
     key_to: str | None = None,
-    encoder: str | None = None,
-    long_text: str | None = None,
-    engine: str = "auto",
-    batch_rows: int | None = None,
-    batch_size: int | None = None,
+    **parameters: Any,
 ) -> dict[str, Any]:
-    """Embed the captured rows of ``[key_from, key_to)`` into the set; the embed summary."""
-    model = embed_model(store, encoder, set_name, engine, device)
+    """Embed the captured rows of ``[key_from, key_to)`` into the set, as the request's
+    ``parameters`` (its stored JSON: :class:`EmbedRequest`'s fields) say; the embed summary."""
+    request = EmbedRequest.from_flat(parameters, what="the embed job")
+    model = embed_model(store, set_name, request, device)
     progress(0, None, f"embedding {set_name} [{key_from or '…'}, {key_to or '…'})")
     summary = embed_rows(
         store,
         set_name=set_name,
-        rows=RowSource(store, source, job_id=job_id),  # the rows captured, never the query
-        encoder=encoder,
-        long_text=long_text,
-        batch_rows=batch_rows,
-        batch_size=batch_size,
+        # the rows captured, never the query
+        rows=RowSource(store, request.source, job_id=job_id),
+        params=request.embed,
         progress=progress,
         model=model,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,120 +24,27 @@ import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.columns import no_labelled_rows
-from sqlheads.compute.versions import version_row
+from sqlheads.compute.distill import Distillation
+from sqlheads.compute.versions import Fitted, version_row
 from sqlheads.engine import kinds
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.transfer import DEFAULT_ROWS
 from sqlheads.errors import (
-    InvalidParameterError,
     MissingTextError,
-    QueryShapeError,
-    UnknownKindError,
 )
+from sqlheads.sidecar.requests import TeacherRequest
 from sqlheads.store.repository import EmbeddingSet, Store, validate_name
 from sqlheads.store.soft_labels import find_teacher, store_soft_labels
 from sqlheads.store.vectors import pack_rows
 from sqlheads.verbs import teach
-from sqlheads.verbs.distill import distill
+from sqlheads.verbs.distill import Teaching, distill
+from sqlheads.verbs.encoders import encoder_ref
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.soft_labels import refuse_foreign_teacher
 from sqlheads.verbs.versions import record_version
 
-# The students a teacher job distils: those that read the rows' text, as the teacher does.
-STUDENTS = tuple(
-    sorted(s for s, kind in kinds.STUDENTS.items() if kinds.KINDS[kind].reads == "text")
-)
-DEFAULTS: dict[str, Any] = {
-    "source": None,
-    "model": "all-mpnet-base-v2",
-    # the two measured against this teacher (bench sidecar); tfidf on request (long texts)
-    "students": ["encoder", "word"],
-    "student_model": "all-MiniLM-L6-v2",
-    "student_layers": None,  # the encoder student keeps all of its model's layers
-    "deploy": settings.DEFAULT_DEPLOY,
-    "test_fraction": settings.TEST_FRACTION,  # train's and distill's: the same split
-    # rows the teacher labels beyond the set's own for its text students, scored here on the
-    # GPU and cached for them (sqlheads.engine.students.transfer)
-    "transfer_rows": DEFAULT_ROWS,
-}
 SOFT_LABEL_ROWS = 512  # rows scored between two progress calls
 STAGES = "stages.json"
-
-
-def validate_teacher_request(parameters: dict[str, Any]) -> dict[str, Any]:
-    """The teacher job's parameters checked and completed with defaults (a numbered error
-    otherwise): ``labels`` (required), ``source``, ``model``, ``students``,
-    ``student_model``, ``student_layers``, ``deploy``, ``test_fraction`` and the fine-tuning
-    knobs of :class:`sqlheads.engine.training.params.TeacherParams` — JSON-serialisable values
-    only."""
-    from sqlheads.engine.training.params import TeacherParams
-
-    # Every field of TeacherParams is accepted (a request completed once is valid again: the
-    # queue stores the completed parameters and the sidecar passes them back).
-    knob_names = [f.name for f in fields(TeacherParams)]
-    known = {"labels", *DEFAULTS, *knob_names}
-    unknown = sorted(set(parameters) - known)
-    if unknown:
-        raise InvalidParameterError(
-            f"the teacher job does not know parameter(s) {', '.join(unknown)}: pass only "
-            f"{', '.join(sorted(known))}"
-        )
-    labels = parameters.get("labels")
-    if not isinstance(labels, str) or not labels.strip():
-        raise QueryShapeError(
-            "a teacher job needs labels: a SELECT returning item_key and label, e.g. "
-            "SELECT id AS item_key, sentiment AS label FROM dbo.reviews"
-        )
-    request = DEFAULTS | {k: v for k, v in parameters.items() if v is not None}
-    students = request["students"]
-    if isinstance(students, str):
-        students = [s.strip() for s in students.split(",") if s.strip()]
-    wrong = [s for s in students if s not in STUDENTS]
-    if wrong or len(set(students)) != len(students):
-        raise UnknownKindError(
-            f"students {students!r} are not a list of distinct {' and/or '.join(STUDENTS)}: "
-            "pass e.g. ['encoder', 'word'], or [] to fine-tune the teacher alone"
-        )
-    request["students"] = list(students)
-    request["deploy"] = settings.choice("deploy", request["deploy"])
-    for name in ("model", "student_model"):
-        if not isinstance(request[name], str) or not request[name].strip():
-            raise InvalidParameterError(
-                f"{name}={request[name]!r} is not a catalogue model name or a directory path"
-            )
-    layers = request["student_layers"]
-    if layers is not None and (
-        not isinstance(layers, int) or isinstance(layers, bool) or layers < 1
-    ):
-        raise InvalidParameterError(
-            f"student_layers={layers!r} must be a whole number of layers, 1 or more (at most "
-            "the student model's; MiniLM-L6: 6), or left out for all of them"
-        )
-    rows = request["transfer_rows"]
-    if not isinstance(rows, int) or isinstance(rows, bool) or not 0 <= rows <= 5_000_000:
-        raise InvalidParameterError(
-            f"transfer_rows={rows!r} must be a whole number of rows from 0 to 5,000,000"
-        )
-    if (
-        not isinstance(request["test_fraction"], int | float)
-        or not 0 < request["test_fraction"] < 1
-    ):
-        raise InvalidParameterError(
-            f"test_fraction={request['test_fraction']!r} must be between 0 and 1, e.g. 0.2"
-        )
-    try:
-        knobs = TeacherParams(**{k: request[k] for k in knob_names if k in request}).validate()
-    except TypeError as error:  # a wrong type (a string for a number) fails the comparisons
-        raise InvalidParameterError(f"a fine-tuning knob has the wrong type: {error}") from None
-    request |= asdict(knobs)
-    try:
-        json.dumps(request)
-    except TypeError as error:
-        raise InvalidParameterError(
-            f"the teacher job's parameters must be JSON values: {error}"
-        ) from None
-    return request
 
 
 def run_teacher(
@@ -151,11 +58,13 @@ def run_teacher(
     progress: Progress,
     **parameters: Any,
 ) -> dict[str, Any]:
-    """Fine-tune, store the teacher version, its soft labels, then each student; the summary
+    """Fine-tune, store the teacher version, its soft labels, then each student, as the
+    request's ``parameters`` (its stored JSON: :class:`TeacherRequest`'s fields; a request made
+    in T-SQL stores only those the analyst gave, completed here) say; the summary
     (JSON-serialisable) that becomes the job's result_json. The labels and texts are the rows
     the request captured (:mod:`sqlheads.store.job_inputs`): no caller's query runs here."""
     started = time.perf_counter()
-    request = validate_teacher_request(parameters)
+    request = TeacherRequest.from_flat(parameters, what="the teacher job")
     validate_name("head", head)
     teacher_name = validate_name("teacher", f"{head}{settings.SETTINGS['teacher.suffix'].default}")
     embedding_set = store.require_set(set_name)
@@ -169,7 +78,7 @@ def run_teacher(
         embedding_set=embedding_set,
         teacher_name=teacher_name,
         request=request,
-        captured=RowSource(store, request["labels"], job_id=job_id),
+        captured=RowSource(store, request.labels, job_id=job_id),
         device=device,
         work_dir=work_dir,
         progress=progress,
@@ -186,10 +95,10 @@ def run_teacher(
 
             torch.cuda.empty_cache()
     students: dict[str, Any] = {}
-    for number, student in enumerate(request["students"]):
+    for number, student in enumerate(request.students):
         done = stages.get(f"student:{student}")
         if done is None:
-            done = job.student(student, f"student {number + 1}/{len(request['students'])}")
+            done = job.student(student, f"student {number + 1}/{len(request.students)}")
             stages.put(f"student:{student}", done)
         students[student] = done
     progress(1, 1, "done")
@@ -210,7 +119,7 @@ class _TeacherJob:
     head: str
     embedding_set: EmbeddingSet
     teacher_name: str  # <head>_teacher: a head of its own, never the analysts'
-    request: dict[str, Any]
+    request: TeacherRequest
     captured: RowSource  # the labels and texts the request captured
     device: Any
     work_dir: Path
@@ -234,7 +143,10 @@ class _TeacherJob:
             )
         gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
         split = stratified_split(
-            keys, gold, test_fraction=self.request["test_fraction"], seed=self.request["seed"]
+            keys,
+            gold,
+            test_fraction=self.request.version.test_fraction,
+            seed=self.request.tuning.seed,
         )
         return labelled, texts, split
 
@@ -248,15 +160,16 @@ class _TeacherJob:
         export it; store the version and the soft labels. The stage's summary."""
         from sqlheads.engine.evaluation import classification_metrics
         from sqlheads.engine.training.fine_tuning import TeacherClassifier
-        from sqlheads.engine.training.params import TeacherParams
 
         keys = np.asarray(labelled["item_key"].tolist(), dtype=object)
         gold = np.asarray([str(v) for v in labelled["label"]], dtype=object)
         train_rows, test_rows = split
-        knobs = TeacherParams(**{f.name: self.request[f.name] for f in fields(TeacherParams)})
         self.progress(0, None, "teacher: loading")
         teacher = TeacherClassifier(
-            self.request["model"], knobs, device=self.device, work_dir=self.work_dir / "teacher"
+            self.request.model,
+            self.request.tuning,
+            device=self.device,
+            work_dir=self.work_dir / "teacher",
         )
         train_texts = [str(texts[k]) for k in keys[train_rows]]
         self.progress(0, None, "teacher: fine-tuning")
@@ -296,11 +209,10 @@ class _TeacherJob:
         from sqlheads.engine.students.soft_labels import Teacher
         from sqlheads.engine.students.transfer import TransferRecipe, learnable_rows
 
-        if not self.request["transfer_rows"] or not self.request["students"]:
+        if not self.request.transfer_rows or not self.request.students:
             return 0
         origin, exclude = learnable_rows(texts, held_out)
         set_encoder = self.store.encoder(self.embedding_set.encoder_id)
-        onnx, tokenizer_json = self.store.encoder_bytes(set_encoder.encoder_id)
         scoring = teach.TeacherHead(
             self.teacher_name,
             self.store.model_by_id(version["model_id"]),
@@ -313,8 +225,8 @@ class _TeacherJob:
             self.store,
             scoring,
             origin,
-            TransferRecipe(rows=self.request["transfer_rows"], seed=self.request["seed"]),
-            (set_encoder.sha256, onnx, tokenizer_json),
+            TransferRecipe(rows=self.request.transfer_rows, seed=self.request.tuning.seed),
+            encoder_ref(self.store, set_encoder, with_bytes=True),
             self.progress,
             exclude=exclude,
         )
@@ -343,16 +255,13 @@ class _TeacherJob:
         deployment against the version deployed then): the version number cannot race another
         writer's, and hours of fine-tuning hold no lock that an analyst's deploy or train would
         wait 600 s for. With the keys it was trained and scored on (``labelled_keys``)."""
-        from sqlheads.engine.training.params import TeacherParams
-
-        params = {f.name: self.request[f.name] for f in fields(TeacherParams)} | {
-            "model": self.request["model"],
-            "test_fraction": self.request["test_fraction"],
+        params = asdict(self.request.tuning) | {
+            "model": self.request.model,
+            "test_fraction": self.request.version.test_fraction,
         }
         train_rows, test_rows = split
-        set_encoder = self.store.encoder(self.embedding_set.encoder_id)
         deployed = self.store.deployed_model(self.teacher_name)
-        row = version_row(
+        fitted = Fitted(
             kind="teacher",
             classes=teacher.classes_,
             params=params,
@@ -360,21 +269,22 @@ class _TeacherJob:
             loss_curve=teacher.result_.loss_curve,
             rows_train=int(train_rows.sum()),
             rows_test=int(test_rows.sum()),
-            started=self.started,
             blob=blob,
             onnx=None,  # the blob is the ONNX graph already: not stored twice (MPNet: 438 MB)
             parameters=teacher.n_parameters_,
-            deploy=self.request["deploy"],
+        )
+        row = version_row(
+            fitted,
+            started=self.started,
+            deploy=self.request.version.deploy,
             deployed_macro_f1=deployed.macro_f1 if deployed else None,
         )
         return record_version(
             self.store,
             self.teacher_name,
             self.embedding_set,
-            set_encoder,
             pd.Series(row),
-            self.request["deploy"],
-            {},
+            self.request.version,
             labelled=labelled_keys,
         )
 
@@ -382,29 +292,34 @@ class _TeacherJob:
         """Distil ``student`` from the stored soft labels, on the captured rows (never the
         caller's queries), as ``sqlheads distill --teacher`` would."""
         self.progress(0, None, f"{stage}: {student}")
-        student_params = kinds.StudentParams(student=student)
-        if student == "encoder":
-            student_params = kinds.StudentParams(
-                student=student,
-                student_model=self.request["student_model"],
-                max_length=self.request["max_length"],
-                max_steps=self.request["max_steps"],
-                layers=self.request["student_layers"],
-                device=str(self.device),
-                work_dir=str(self.work_dir / "encoder_student"),
-            )
+        request = self.request
+        chosen: dict[str, Any] = {}
+        if student == "encoder":  # the teacher's tokens and steps, on the job's device
+            chosen = {
+                "student_model": request.student_model,
+                "layers": request.student_layers,
+                "max_length": request.tuning.max_length,
+                "max_steps": request.tuning.max_steps,
+                "device": str(self.device),
+                "work_dir": str(self.work_dir / "encoder_student"),
+            }
+        params = Distillation(
+            student_params=kinds.student_params(student, **chosen),
+            learning=DistillParams(seed=request.tuning.seed),
+            version=request.version,
+        )
+        teaching = Teaching(
+            labels=self.captured,
+            source=self.captured,
+            teacher=self.teacher_name,
+            transfer_rows=request.transfer_rows,  # the ones scored above, cached
+        )
         return distill(
             self.store,
             head=self.head,
             set_name=self.embedding_set.name,
-            labels=self.captured,
-            student_params=student_params,
-            params=DistillParams(seed=self.request["seed"]),
-            teacher=self.teacher_name,
-            transfer_rows=self.request["transfer_rows"],  # the ones scored above, cached
-            source=self.captured,
-            test_fraction=self.request["test_fraction"],
-            deploy=self.request["deploy"],
+            teaching=teaching,
+            params=params,
             progress=self.progress,
         )
 

@@ -18,15 +18,21 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from sqlheads import settings
+from sqlheads.engine.constraints import FLAG, Instance, Interval, Names, Params, Text, param
 from sqlheads.engine.encoders.onnx_encoder import cache_dir
-from sqlheads.errors import JobCancelledError, JobClaimLostError, SqlheadsError
+from sqlheads.errors import (
+    JobCancelledError,
+    JobClaimLostError,
+    SqlheadsError,
+    UnknownJobKindError,
+)
 from sqlheads.sidecar.progress import JobBar, JobLines, RecordedProgress
 from sqlheads.store.claims import JobClaim
 from sqlheads.store.jobs import FINISHED, Job, JobQueue, worker_name
@@ -38,7 +44,7 @@ log = logging.getLogger("sqlheads.sidecar")
 def _teacher(store: Store, job: Job, **context: Any) -> dict[str, Any]:
     # Imported when a teacher job runs: it needs transformers. A request made in T-SQL stores
     # only the parameters the analyst gave: run_teacher completes them with its defaults
-    # (validate_teacher_request), as a request made in Python did before enqueueing.
+    # (TeacherRequest.from_flat), as a request made in Python did before enqueueing.
     from sqlheads.sidecar.teacher import run_teacher
 
     return run_teacher(
@@ -62,21 +68,32 @@ def _embed(store: Store, job: Job, *, work_dir: Path, **context: Any) -> dict[st
 
 
 WORK: dict[str, Callable[..., dict[str, Any]]] = {"teacher": _teacher, "embed": _embed}
+JOB_KINDS = tuple(WORK)
 
 
-@dataclass
-class SidecarOptions:
-    """How a sidecar runs; every number defaults to :data:`settings.SETTINGS`."""
+def _seconds(what: str) -> float:
+    return float(settings.default(f"jobs.{what}_seconds"))
 
-    device: str = "auto"
-    once: bool = False  # run until nothing is claimable, then stop
-    max_jobs: int | None = None  # stop after this many jobs
-    poll_seconds: float | None = None
-    heartbeat_seconds: float | None = None
-    stale_after_seconds: int | None = None
-    kinds: tuple[str, ...] = ()  # only these job kinds; all by default
-    work_root: Path | None = None  # per-job work directories; default: the cache dir's jobs/
-    worker: str = field(default_factory=worker_name)
+
+@dataclass(frozen=True)
+class SidecarOptions(Params):
+    """How a sidecar runs; every number's default and bounds are :data:`settings.SETTINGS`'."""
+
+    device: str = param("auto", Text("auto, cpu, cuda or cuda:N"))
+    once: bool = param(False, FLAG)  # run until nothing is claimable, then stop
+    max_jobs: int | None = param(None, Interval(int, 1), None)  # stop after this many jobs
+    poll_seconds: float = param(_seconds("poll"), settings.bounds("jobs.poll_seconds", float))
+    heartbeat_seconds: float = param(
+        _seconds("heartbeat"), settings.bounds("jobs.heartbeat_seconds", float)
+    )
+    stale_after_seconds: int = param(
+        settings.default("jobs.stale_after_seconds"), settings.bounds("jobs.stale_after_seconds")
+    )
+    # only these job kinds; () all
+    kinds: tuple[str, ...] = param((), Names(JOB_KINDS), error=UnknownJobKindError)
+    # per-job work directories; default: the cache dir's jobs/
+    work_root: Path | None = param(None, Instance((Path,), "a folder"), None)
+    worker: str = param(factory=worker_name)
 
 
 class _Heartbeat(threading.Thread):
@@ -159,12 +176,8 @@ class Sidecar:
         # A GPU asked for but absent is refused before anything is claimed (50055).
         self.device = resolve_device(self.options.device)
         self.queue = JobQueue(store, stale_after_seconds=self.options.stale_after_seconds)
-        self.heartbeat_seconds = float(
-            self.options.heartbeat_seconds or settings.bounded("jobs.heartbeat_seconds", None)
-        )
-        self.poll_seconds = float(
-            self.options.poll_seconds or settings.bounded("jobs.poll_seconds", None)
-        )
+        self.heartbeat_seconds = float(self.options.heartbeat_seconds)
+        self.poll_seconds = float(self.options.poll_seconds)
         self.console = console or Console(stderr=True)
         self.work_root = self.options.work_root or cache_dir() / "jobs"
         self.signals = _StopSignals()

@@ -26,7 +26,13 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from sqlheads.errors import QueryNotAllowedError, QueryShapeError
+from sqlheads.store import boundary
 from sqlheads.store.keys import item_key_text
+
+# The key, in a SQLite connection's pool record (``ConnectionPoolEntry.info``), of an authorizer
+# its owner installed on it (a test's model of SQL Server's rights): a caller's query runs under
+# it as well as under the read-only sandbox, which puts it back afterwards.
+AUTHORIZER = "sqlheads.authorizer"
 
 
 class CallerQueries:
@@ -54,7 +60,7 @@ class CallerQueries:
         with self._caller_connection(what) as connection:
             statement = sql.strip().rstrip(";")
             if not self.is_sqlite:
-                statement = _described(connection, derived_table(statement, what), what)
+                statement = _described(connection, statement, what)
             chunks = self._read_chunks(connection, statement, needed, what, chunk_rows)
             yield from (c if all_columns else c[list(needed)] for c in chunks)
 
@@ -67,14 +73,16 @@ class CallerQueries:
         while the statement compiles, so nothing touches the file system. A refusal becomes
         :class:`QueryNotAllowedError` naming what was refused.
         """
-        with self.engine.connect() as connection:
+        # A caller's text runs with the caller's rights, even inside a procedure's work.
+        with self.engine.connect() as connection, boundary.caller_query():
             if not self.is_sqlite:
                 yield connection
                 return
             connection.exec_driver_sql("PRAGMA query_only = ON")
             driver = connection.connection.driver_connection
+            outer = connection.connection.info.get(AUTHORIZER)
             refused: list[str] = []
-            driver.set_authorizer(_read_only_authorizer(refused))
+            driver.set_authorizer(_read_only_authorizer(refused, outer))
             try:
                 yield connection
             except (DBAPIError, QueryShapeError):
@@ -86,8 +94,9 @@ class CallerQueries:
                     ) from None
                 raise
             finally:
-                # The pooled connection must be writable again for the next user.
-                driver.set_authorizer(None)
+                # The pooled connection must be writable again for the next user, under the
+                # authorizer its owner installed, if any.
+                driver.set_authorizer(outer)
                 connection.exec_driver_sql("PRAGMA query_only = OFF")
 
     @staticmethod
@@ -169,15 +178,16 @@ _ACTION_NAMES = {
 }
 
 
-def _read_only_authorizer(refused: list[str]):
-    """An authorizer for ``sqlite3.Connection.set_authorizer`` that records what it refuses."""
+def _read_only_authorizer(refused: list[str], outer=None):
+    """An authorizer for ``sqlite3.Connection.set_authorizer`` that records what it refuses;
+    what it allows is then asked of ``outer``, the connection's own authorizer, if any."""
 
-    def authorize(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+    def authorize(action: int, arg1: str | None, arg2: str | None, *rest: object) -> int:
         if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _REFUSED_FUNCTIONS:
             refused.append(f"function {arg2}()")
             return sqlite3.SQLITE_DENY
         if action in _ALLOWED_ACTIONS:
-            return sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_OK if outer is None else outer(action, arg1, arg2, *rest)
         if action == sqlite3.SQLITE_UPDATE and arg1 in ("sqlite_master", "sqlite_schema"):
             refused.append("a PRAGMA function")  # how SQLite asks for pragma_table_info & co
             return sqlite3.SQLITE_DENY
@@ -204,6 +214,12 @@ DERIVED_TABLE_FIXES = {
     8155: "name every column, e.g. SELECT LEN(body) AS body_length",
     8156: "give every column its own name",
 }
+# Any other, when the text compiles alone: only its place inside FROM (...) is wrong (a WITH
+# before it, an OPTION or INTO clause).
+DERIVED_TABLE_OTHERWISE = (
+    "it must stand inside FROM (...) as one SELECT: write a WITH (common table expression) as "
+    "a subquery, and leave out OPTION (...) and INTO"
+)
 _DESCRIBE = text(
     "SELECT TOP (1) d.error_number, d.error_message "
     "FROM sys.dm_exec_describe_first_result_set(:query, NULL, 0) AS d "
@@ -268,14 +284,19 @@ def _unbalanced(sql: str) -> str | None:
     return "a '(' is not closed" if depth else None
 
 
-def _described(connection: Connection, derived: str, what: str) -> str:
-    """``SELECT caller_query.* FROM derived``, once SQL Server has described it without an
-    error: a compile error comes back as 50003 with the fix, and nothing has run."""
-    statement = f"SELECT caller_query.* FROM {derived}"
+def _described(connection: Connection, sql: str, what: str) -> str:
+    """``SELECT caller_query.* FROM (sql) AS caller_query``, once SQL Server has described it
+    without an error: a compile error comes back as 50003 with the fix, and nothing has run.
+    The fix of an error the table's numbers do not name depends on whether the text compiles
+    alone: then only its place inside FROM (...) is wrong (finding 9 of the fourth audit)."""
+    statement = f"SELECT caller_query.* FROM {derived_table(sql, what)}"
     row = connection.execute(_DESCRIBE, {"query": statement}).first()
-    if row is not None:
-        fix = DERIVED_TABLE_FIXES.get(int(row.error_number), "check it runs on its own first")
-        raise QueryShapeError(
-            f"the {what} query cannot be read as one SELECT: {row.error_message} ({fix})"
-        )
-    return statement
+    if row is None:
+        return statement
+    fix = DERIVED_TABLE_FIXES.get(int(row.error_number))
+    if fix is None:
+        alone = connection.execute(_DESCRIBE, {"query": sql}).first()
+        fix = "check it runs on its own first" if alone is not None else DERIVED_TABLE_OTHERWISE
+    raise QueryShapeError(
+        f"the {what} query cannot be read as one SELECT: {row.error_message} ({fix})"
+    )

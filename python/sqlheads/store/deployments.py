@@ -92,7 +92,15 @@ def _sets_predicted_by(c: Connection, model_ids: list[int]) -> list[int]:
 
 
 def _set_by_id(c: Connection, set_id: int) -> EmbeddingSet:
-    columns = ("set_id", "name", "encoder_id", "long_text", "source_query", "source_user")
+    columns = (
+        "set_id",
+        "name",
+        "encoder_id",
+        "long_text",
+        "source_query",
+        "source_user",
+        "source_sid",
+    )
     row = c.execute(
         select(*(s.embedding_sets.c[name] for name in columns)).where(
             s.embedding_sets.c.set_id == set_id

@@ -23,11 +23,9 @@ c = s.job_inputs.c
 
 
 def requester(store: Store) -> dict[str, object]:
-    """``requested_by`` and ``requested_user`` for a job queued now: on SQL Server the login
-    (``ORIGINAL_LOGIN()``, as T-SQL records it) and the database user, evaluated by the
-    server; on SQLite the OS user, or ``local`` where there is none."""
-    if not store.is_sqlite:
-        return {"requested_by": func.original_login(), "requested_user": func.user_name()}
+    """``requested_by`` and ``requested_user`` for a job queued now on SQLite: the OS user, or
+    ``local`` where there is none (on SQL Server ``heads.enqueue_job`` records the login, the
+    database user and its SID itself: no role may write them)."""
     user = store.database_user()
     return {"requested_by": user, "requested_user": user}
 

@@ -2,9 +2,16 @@
 
 Several sidecars may claim at once, on several machines: a claim is one writer transaction
 (SQLite: ``BEGIN IMMEDIATE``, so two claimers never read the same queued row; SQL Server:
-``SELECT TOP (1) ... WITH (UPDLOCK, READPAST, ROWLOCK)`` then ``UPDATE`` in one transaction, so
-a second claimer skips the row the first one holds). Every time stamp is the database's own
-(``CURRENT_TIMESTAMP``), so machines with drifting clocks agree on which heartbeat is stale.
+``heads.claim_job``, ``SELECT TOP (1) ... WITH (UPDLOCK, READPAST, ROWLOCK, READCOMMITTEDLOCK)``
+then ``UPDATE`` in one transaction, so a second claimer skips the row the first one holds).
+Every time stamp is the database's own (``CURRENT_TIMESTAMP``), so machines with drifting clocks
+agree on which heartbeat is stale.
+
+On SQL Server every write of the queue is a procedure (:mod:`sqlheads.store.server_jobs`,
+revision 0008): a sidecar's login may only read ``heads.job_queue``, and each transition checks
+the state it leaves and the worker that holds the job, so that a finished, cancelled or other
+worker's job is never revived or taken. On SQLite the same transitions run here, each under
+:func:`sqlheads.store.boundary.procedure` of the procedure it stands for, with the same checks.
 
 A job's life: queued -> running (claimed; ``attempts`` + 1) -> done | failed | cancelled.
 A transient fault (:func:`is_transient`: a lost connection, out of memory, a busy lock) goes
@@ -29,7 +36,6 @@ from sqlalchemy import (
     column,
     func,
     insert,
-    literal_column,
     or_,
     select,
     table,
@@ -42,6 +48,7 @@ from sqlheads import settings
 from sqlheads.errors import (
     BusyError,
     JobClaimLostError,
+    JobScopeError,
     JobStaleError,
     JobStateError,
     NotFoundError,
@@ -49,18 +56,16 @@ from sqlheads.errors import (
     UnknownJobKindError,
     from_server,
 )
-from sqlheads.store import job_inputs
+from sqlheads.store import boundary, job_inputs, server_jobs
 from sqlheads.store import schema as s
 from sqlheads.store.frames import typed_frame
 from sqlheads.store.repository import Store, validate_name
+from sqlheads.store.set_writes import require_owner
 
 FINISHED = ("done", "failed", "cancelled")
-# SQL Server: take the first claimable row with an update lock, skipping rows another
-# claimer holds (READPAST) instead of waiting for them.
-CLAIM_HINT = "WITH (UPDLOCK, READPAST, ROWLOCK)"
 # SQL Server: analysts may not read or write heads.job_queue; they list through the view
 # heads.jobs (each caller's own jobs; every job for heads_admin) and cancel through the
-# procedure, which decides who may (sql/0007/procedures/cancel_job.sql).
+# procedure, which decides who may (sql/0008/procedures/cancel_job.sql: by USER_SID()).
 CANCEL_JOB = text("EXEC heads.cancel_job @job_id = :job_id")
 
 q = s.job_queue.c
@@ -140,9 +145,14 @@ def in_range(key: str, key_from: str | None, key_to: str | None) -> bool:
     return (key_from is None or key >= key_from) and (key_to is None or key < key_to)
 
 
+def _or_default(name: str, given: int | None) -> int:
+    return int(settings.default(name)) if given is None else given
+
+
 class JobQueue:
     """The queue on one store; ``stale_after_seconds`` and ``max_attempts`` default to
-    :data:`settings.SETTINGS` (``jobs.*``)."""
+    :data:`settings.SETTINGS` (``jobs.*``; a sidecar's options checked them against its
+    bounds)."""
 
     def __init__(
         self,
@@ -152,8 +162,8 @@ class JobQueue:
         max_attempts: int | None = None,
     ) -> None:
         self.store = store
-        self.stale_after_seconds = settings.bounded("jobs.stale_after_seconds", stale_after_seconds)
-        self.max_attempts = settings.bounded("jobs.max_attempts", max_attempts)
+        self.stale_after_seconds = _or_default("jobs.stale_after_seconds", stale_after_seconds)
+        self.max_attempts = _or_default("jobs.max_attempts", max_attempts)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -175,8 +185,24 @@ class JobQueue:
         if head is not None:
             validate_name("head", head)
         body = json.dumps(parameters, sort_keys=True)
+        if not self.store.is_sqlite:
+            values = {
+                "kind": kind,
+                "set": set_name,
+                "head": head,
+                "parameters_json": body,
+                "max_attempts": self.max_attempts,
+            }
+            ids = server_jobs.enqueue(self.store, values, ranges, inputs)
+            return [self.get(job_id) for job_id in ids]
         ids: list[int] = []
-        with self.store.engine.begin() as c:
+        with self.store.engine.begin() as c, boundary.procedure("heads.enqueue_job"):
+            if kind == "embed":
+                found = c.execute(
+                    select(s.embedding_sets.c.set_id).where(s.embedding_sets.c.name == set_name)
+                ).scalar_one_or_none()
+                if found is not None:
+                    require_owner(c, found, self.store.database_user())
             for part, (key_from, key_to) in enumerate(ranges, start=1):
                 values = {
                     "kind": kind,
@@ -221,8 +247,9 @@ class JobQueue:
         return typed_frame(rows, query.selected_columns)
 
     def listing_query(self, *, state: str | None = None, kind: str | None = None):
-        """The SELECT of :meth:`listing`."""
-        jobs = s.job_queue if self.store.is_sqlite else _jobs_view()
+        """The SELECT of :meth:`listing`: of the view ``jobs`` on both databases, which is all
+        an analyst may read of the queue (on SQL Server it shows each caller their own jobs)."""
+        jobs = _jobs_view(self.store)
         query = select(jobs).order_by(jobs.c.job_id.desc())
         if check_state(state) is not None:
             query = query.where(jobs.c.state == state)
@@ -238,14 +265,16 @@ class JobQueue:
     # -- claims --------------------------------------------------------------------------------
 
     def claimable(self, kinds: Sequence[str] | None = None):
-        """The SELECT of the next claimable job's id (the first queued or stale one)."""
-        stale = q.heartbeat_at < self._now_minus(self.stale_after_seconds)
+        """The SELECT of the next claimable job's id (the first queued or stale one), on
+        SQLite."""
+        # CURRENT_TIMESTAMP's own text form on SQLite ('YYYY-MM-DD HH:MM:SS', UTC); SQL Server's
+        # claim is heads.claim_job's.
+        stale = q.heartbeat_at < func.datetime("now", f"-{int(self.stale_after_seconds)} seconds")
         query = (
             select(q.job_id, q.state, q.attempts, q.max_attempts, q.cancel_requested)
             .where(or_(q.state == "queued", and_(q.state == "running", stale)))
             .order_by(q.job_id)
             .limit(1)
-            .with_hint(s.job_queue, CLAIM_HINT, "mssql")
         )
         if kinds:
             query = query.where(q.kind.in_([check_kind(k) for k in kinds]))
@@ -256,7 +285,17 @@ class JobQueue:
 
         A stale job is taken over (attempts + 1), unless its cancel was requested (it becomes
         cancelled) or it used its last attempt (it fails with 50057); then the claim looks on.
+        SQL Server: ``heads.claim_job``.
         """
+        kinds = [str(check_kind(k)) for k in kinds] if kinds else None
+        if not self.store.is_sqlite:
+            job_id = server_jobs.claim(self.store, worker, kinds, self.stale_after_seconds)
+        else:
+            with boundary.procedure("heads.claim_job"):
+                job_id = self._claim(worker, kinds)
+        return None if job_id is None else self.get(job_id)
+
+    def _claim(self, worker: str, kinds: Sequence[str] | None) -> int | None:
         while True:
             with self._writer() as c:
                 row = c.execute(self.claimable(kinds)).first()
@@ -286,43 +325,46 @@ class JobQueue:
                         error_number=None,
                     )
                 )
-                job_id = row.job_id
-            return self.get(job_id)
+                return int(row.job_id)
 
     def _writer(self):
         """One writer transaction: SQLite takes its write lock at BEGIN (IMMEDIATE), before
         the SELECT, so no two claimers see the same row as claimable."""
         return _WriterTransaction(self.store)
 
-    def _now_minus(self, seconds: int):
-        if self.store.is_sqlite:
-            # CURRENT_TIMESTAMP's own text form ('YYYY-MM-DD HH:MM:SS', UTC).
-            return func.datetime("now", f"-{int(seconds)} seconds")
-        return func.dateadd(literal_column("second"), -int(seconds), func.now())
-
     # -- a running job -------------------------------------------------------------------------
 
     def heartbeat(self, job_id: int, worker: str) -> bool:
         """Beat for a claim; True when the job's cancel was requested. A claim taken over by
-        another sidecar raises :class:`JobClaimLostError`."""
-        with self.store.engine.begin() as c:
-            self._held(c, job_id, worker, {"heartbeat_at": func.now()})
-            return bool(
-                c.execute(select(q.cancel_requested).where(q.job_id == job_id)).scalar_one()
-            )
+        another sidecar (or a job no longer running) raises :class:`JobClaimLostError`."""
+        return self._beat(job_id, worker, None)
 
     def progress(
         self, job_id: int, worker: str, done: int, total: int | None, stage: str | None
     ) -> bool:
         """Record progress (and beat); True when the job's cancel was requested."""
-        values: dict[str, Any] = {
-            "heartbeat_at": func.now(),
-            "progress_done": int(done),
-            "progress_total": None if total is None else int(total),
-        }
-        if stage is not None:
-            values["stage"] = stage[:200]
-        with self.store.engine.begin() as c:
+        return self._beat(
+            job_id,
+            worker,
+            (
+                int(done),
+                None if total is None else int(total),
+                None if stage is None else stage[:200],
+            ),
+        )
+
+    def _beat(
+        self, job_id: int, worker: str, progress: tuple[int, int | None, str | None] | None
+    ) -> bool:
+        """``heads.heartbeat_job``, with ``progress`` (done, total, stage) when given."""
+        if not self.store.is_sqlite:
+            return server_jobs.heartbeat(self.store, job_id, worker, progress)
+        values: dict[str, Any] = {"heartbeat_at": func.now()}
+        if progress is not None:
+            values |= {"progress_done": progress[0], "progress_total": progress[1]}
+            if progress[2] is not None:
+                values["stage"] = progress[2]
+        with self.store.engine.begin() as c, boundary.procedure("heads.heartbeat_job"):
             self._held(c, job_id, worker, values)
             return bool(
                 c.execute(select(q.cancel_requested).where(q.job_id == job_id)).scalar_one()
@@ -336,15 +378,19 @@ class JobQueue:
         progress: tuple[int, int | None] | None = None,
     ) -> None:
         """Done, with its result and its last progress (which the throttle may have held)."""
+        body = json.dumps(result, default=str)
+        if not self.store.is_sqlite:
+            server_jobs.finish(self.store, job_id, worker, body, progress)
+            return
         values: dict[str, Any] = {
             "state": "done",
-            "result_json": json.dumps(result, default=str),
+            "result_json": body,
             "finished_at": func.now(),
             "stage": "done",
         }
         if progress is not None:
             values |= {"progress_done": progress[0], "progress_total": progress[1]}
-        with self.store.engine.begin() as c:
+        with self.store.engine.begin() as c, boundary.procedure("heads.finish_job"):
             self._held(c, job_id, worker, values)
 
     def fail(self, job_id: int, worker: str, error: BaseException) -> str:
@@ -352,8 +398,18 @@ class JobQueue:
         failed. The state."""
         number = error.number if isinstance(error, SqlheadsError) else None
         message = error.message if isinstance(error, SqlheadsError) else repr(error)
-        with self.store.engine.begin() as c:
-            row = c.execute(select(q.attempts, q.max_attempts).where(q.job_id == job_id)).one()
+        if not self.store.is_sqlite:
+            return server_jobs.fail(
+                self.store, job_id, worker, number, message, is_transient(error)
+            )
+        with self.store.engine.begin() as c, boundary.procedure("heads.fail_job"):
+            row = c.execute(
+                select(q.attempts, q.max_attempts).where(
+                    q.job_id == job_id, q.claimed_by == worker, q.state == "running"
+                )
+            ).first()
+            if row is None:
+                raise _not_held(c, job_id, worker)
             retry = is_transient(error) and row.attempts < row.max_attempts
             values: dict[str, Any] = {
                 "state": "queued" if retry else "failed",
@@ -371,36 +427,48 @@ class JobQueue:
     def release(self, job_id: int, worker: str) -> None:
         """Give a running job back to the queue at once (a sidecar told to stop: SIGTERM,
         Ctrl-C), rather than leave it to go stale; the attempt it used still counts."""
-        with self.store.engine.begin() as c:
-            self._held(
-                c,
-                job_id,
-                worker,
-                {"state": "queued", "claimed_by": None, "heartbeat_at": None, "stage": "released"},
-            )
+        self._release(job_id, worker, cancelled=False)
 
     def mark_cancelled(self, job_id: int, worker: str) -> None:
-        """The sidecar stopped a job whose cancel was requested."""
-        with self.store.engine.begin() as c:
-            self._held(
-                c,
-                job_id,
-                worker,
-                {"state": "cancelled", "finished_at": func.now(), "stage": "cancelled"},
+        """The sidecar stopped a job whose cancel was requested (only such a job: 50072)."""
+        self._release(job_id, worker, cancelled=True)
+
+    def _release(self, job_id: int, worker: str, *, cancelled: bool) -> None:
+        """``heads.release_job``."""
+        if not self.store.is_sqlite:
+            server_jobs.release(self.store, job_id, worker, cancelled=cancelled)
+            return
+        with self.store.engine.begin() as c, boundary.procedure("heads.release_job"):
+            asked = c.execute(
+                select(q.cancel_requested).where(
+                    q.job_id == job_id, q.claimed_by == worker, q.state == "running"
+                )
+            ).scalar_one_or_none()
+            if asked is None:
+                raise _not_held(c, job_id, worker)
+            if cancelled and not asked:
+                raise JobScopeError(
+                    f"job {job_id} was not asked to be cancelled: a sidecar cancels only a job "
+                    "whose requester cancelled it; release it to the queue, or fail it"
+                )
+            values: dict[str, Any] = (
+                {"state": "cancelled", "finished_at": func.now(), "stage": "cancelled"}
+                if cancelled
+                else {"state": "queued", "claimed_by": None, "heartbeat_at": None}
+                | {"stage": "released"}
             )
+            self._held(c, job_id, worker, values)
 
     def _held(self, c: Connection, job_id: int, worker: str, values: dict[str, Any]) -> None:
-        """Update a job only while ``worker`` still holds its claim."""
+        """Update a job only while ``worker`` still holds it as running (a finished job is
+        never revived, another worker's never taken: 50054)."""
         changed = c.execute(
             update(s.job_queue)
             .where(q.job_id == job_id, q.claimed_by == worker, q.state == "running")
             .values(**values)
         ).rowcount
         if not changed:
-            raise JobClaimLostError(
-                f"job {job_id} is no longer held by {worker}: its heartbeat went stale and "
-                "another sidecar took it over (or it was cancelled); this sidecar leaves it"
-            )
+            raise _not_held(c, job_id, worker)
         if values.get("state") in FINISHED:
             job_inputs.forget(c, job_id)
 
@@ -434,7 +502,7 @@ class JobQueue:
                     return str(c.execute(CANCEL_JOB, {"job_id": job_id}).one().state)
                 except DBAPIError as error:
                     raise from_server(str(error.orig)) or error from None
-        with self._writer() as c:
+        with self._writer() as c, boundary.procedure("heads.cancel_job"):
             row = c.execute(select(q.state, q.requested_user).where(q.job_id == job_id)).first()
             if row is None:
                 raise NotFoundError(
@@ -478,10 +546,26 @@ class _WriterTransaction:
             self.connection.close()
 
 
-def _jobs_view():
-    """``heads.jobs`` (SQL Server), with the columns of :func:`schema.jobs_select`."""
+def _jobs_view(store: Store):
+    """The view ``jobs`` (``heads.jobs`` on SQL Server), with :func:`schema.jobs_select`'s
+    columns."""
     columns = [column(c.name, c.type) for c in s.jobs_select().selected_columns]
-    return table("jobs", *columns, schema=s.SCHEMA)
+    return table("jobs", *columns, schema=None if store.is_sqlite else s.SCHEMA)
+
+
+def _not_held(c: Connection, job_id: int, worker: str) -> JobClaimLostError:
+    """``heads.job_not_held`` on SQLite: the refusal, saying what the job is now."""
+    row = c.execute(select(q.state, q.claimed_by).where(q.job_id == job_id)).first()
+    if row is None:
+        now = "there is no such job"
+    elif row.state == "running":
+        now = f"another sidecar holds it: {row.claimed_by}"
+    else:
+        now = f"it is {row.state}"
+    return JobClaimLostError(
+        f"job {job_id} is not running under {worker} ({now}): a sidecar changes only a job it "
+        "holds as running, and never revives a finished one; this sidecar leaves it"
+    )
 
 
 def _job(row: Any) -> Job:

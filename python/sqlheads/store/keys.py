@@ -21,6 +21,15 @@ from sqlheads.store.schema import KEY_LENGTH
 
 # rejects.item_key is NOT NULL: a row without a usable key is rejected under this key.
 KEYLESS = ""
+# Keys bound in one statement: SQLite's default limit on bound parameters is 32766, SQL
+# Server's 2100.
+KEYS_PER_STATEMENT = 900
+
+
+def key_chunks(keys: list[str]) -> Iterable[list[str]]:
+    """``keys`` in lists of at most :data:`KEYS_PER_STATEMENT`, for ``IN (...)`` filters."""
+    for start in range(0, len(keys), KEYS_PER_STATEMENT):
+        yield keys[start : start + KEYS_PER_STATEMENT]
 
 
 def item_key_text(value: Any) -> str | None:

@@ -43,7 +43,8 @@ from sqlalchemy.engine import Connection
 
 from sqlheads.errors import InUseError, InvalidNameError
 from sqlheads.store import schema as s
-from sqlheads.store.repository import KEYS_PER_STATEMENT, Store
+from sqlheads.store.keys import KEYS_PER_STATEMENT
+from sqlheads.store.repository import Store
 
 SCORE_BINS = 20  # the top probability in steps of 0.05, as engine.loop.drift.SCORE_BINS
 DRIFT = "$.drift."

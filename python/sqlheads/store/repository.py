@@ -12,15 +12,14 @@ import getpass
 import math
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from filelock import ReadWriteLock, Timeout
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, Row, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
@@ -32,12 +31,13 @@ from sqlheads.errors import (
     NotFoundError,
     UnsupportedDatabaseError,
 )
-from sqlheads.store import applocks, claims
+from sqlheads.store import applocks, claims, set_writes
 from sqlheads.store import schema as s
 from sqlheads.store.caller_queries import CallerQueries
 from sqlheads.store.drivers import check_mssql_url
 from sqlheads.store.frames import typed_frame
-from sqlheads.store.sqlite_file import check_sqlite_file
+from sqlheads.store.keys import key_chunks
+from sqlheads.store.sqlite_file import check_sqlite_file, lock_folder
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 SET_BUSY = (
@@ -48,8 +48,6 @@ HEAD_BUSY = (
     "another process is writing a version of it, deploying, scoring with or dropping it; try "
     "again when it has finished, or wait longer with --lock-timeout-ms"
 )
-# SQLite's default limit on bound parameters is 32766; SQL Server's is 2100.
-KEYS_PER_STATEMENT = 900
 
 
 def validate_name(kind: str, name: str) -> str:
@@ -73,7 +71,8 @@ def make_engine(url: str) -> Engine:
     foreign keys and a busy timeout, SQL Server gets the ``heads`` schema. Any other database,
     or a URL whose driver is not installed, is refused with the URLs that work."""
     try:
-        backend = make_url(url).get_backend_name()
+        parsed = make_url(url)
+        backend = parsed.get_backend_name()
     except ArgumentError:
         raise UnsupportedDatabaseError(
             f"{url!r} is not a database URL: use {SUPPORTED_URLS}"
@@ -81,6 +80,13 @@ def make_engine(url: str) -> Engine:
     if backend not in ("sqlite", "mssql"):
         raise UnsupportedDatabaseError(
             f"database URL {_shown(url)} is not supported ({backend}): use {SUPPORTED_URLS}"
+        )
+    if backend == "sqlite" and parsed.host:
+        # sqlite://my.db parses with my.db as a host, and SQLAlchemy refuses it with a traceback
+        raise UnsupportedDatabaseError(
+            f"{url!r} names {parsed.host!r} as a host, and SQLite has none: a SQLite URL has "
+            f"three slashes before a relative path (sqlite:///{parsed.host}) and four before "
+            f"an absolute one (sqlite:////path/to/{parsed.host})"
         )
     try:
         return _create_engine(url)
@@ -145,6 +151,7 @@ class EmbeddingSet:
     long_text: str
     source_query: str | None
     source_user: str | None  # who stored source_query: it runs for that user alone
+    source_sid: bytes | None = None  # SQL Server: that user's USER_SID() (revision 0008)
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,21 @@ class Store(CallerQueries):
         except (KeyError, OSError):
             return "local"
 
+    def is_author(self, embedding_set: EmbeddingSet) -> bool:
+        """Whether this store's user stored the set's source query, so that it may run it:
+        on SQL Server by security identifier (``USER_SID()``: a user dropped and made again
+        under the same name is another one), on SQLite by OS user. A sidecar's store never is:
+        it runs no caller's query."""
+        if self.claim is not None:
+            return False
+        if self.is_sqlite:
+            return embedding_set.source_user is not None and (
+                embedding_set.source_user == self.database_user()
+            )
+        with self.engine.connect() as c:
+            me = c.exec_driver_sql("SELECT USER_SID()").scalar_one()
+        return embedding_set.source_sid is not None and bytes(embedding_set.source_sid) == bytes(me)
+
     @contextmanager
     def lock(
         self, kind: str, name: str, timeout_ms: int, busy: str, *, shared: bool = False
@@ -201,7 +223,7 @@ class Store(CallerQueries):
         SQL Server: ``sp_getapplock`` on the names the procedures lock, in Shared mode when
         ``shared``, else Exclusive (:mod:`sqlheads.store.applocks`). SQLite has no such lock,
         so the embedded host takes a read-write lock of the same modes (shared readers or one
-        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``FILE.locks/``
+        writer: ``filelock.ReadWriteLock``, an OS lock on a file of its own in ``.FILE.locks/``
         beside the database, released by the OS if the process dies). An in-memory database
         has one process. ``busy`` says what the other process is doing; it ends the error
         raised after ``timeout_ms`` (0: do not wait).
@@ -215,8 +237,7 @@ class Store(CallerQueries):
         if not database or database == ":memory:":
             yield
             return
-        folder = Path(database).resolve().parent / f"{Path(database).name}.locks"
-        folder.mkdir(exist_ok=True)
+        folder = lock_folder(database)
         # One lock object per hold: a ReadWriteLock instance coordinates processes, and two
         # threads of one process each need their own to wait for each other.
         held = ReadWriteLock(
@@ -298,6 +319,7 @@ class Store(CallerQueries):
                     s.embedding_sets.c.long_text,
                     s.embedding_sets.c.source_query,
                     s.embedding_sets.c.source_user,
+                    s.embedding_sets.c.source_sid,
                 ).where(s.embedding_sets.c.name == name)
             ).first()
         return EmbeddingSet(**row._mapping) if row else None
@@ -312,41 +334,26 @@ class Store(CallerQueries):
         return found
 
     def add_set(self, name: str, encoder_id: int, long_text: str) -> EmbeddingSet:
-        """Create a set. A sidecar's on SQL Server is its embed job's, with the encoder and
-        mode the request recorded (``heads.job_set``: its login may not insert sets)."""
+        """Create a set owned by the caller, or find it if the caller may write into it
+        (50074: another user's). A sidecar's is its embed job's, with the encoder and mode the
+        request recorded, owned by its requester (``heads.job_set``; the command line's on SQL
+        Server ``heads.store_set``: neither login may insert sets; :mod:`set_writes`)."""
         with self.engine.begin() as c:
-            if self._server_claim() is not None:
-                claims.job_set(c, self.claim, record_source=False)
-            else:
-                c.execute(
-                    insert(s.embedding_sets).values(
-                        name=name, encoder_id=encoder_id, long_text=long_text
-                    )
-                )
+            set_writes.make_set(c, self._writer(), name, encoder_id, long_text)
         return self.require_set(name)
 
     def set_source_query(self, set_id: int, sql: str) -> None:
         """Record ``sql`` as the set's source query, and its author: the caller, or the
-        requester of the job a sidecar holds. A sidecar's on SQL Server is its job's own
-        (``heads.job_set`` reads it from the job, never from the sidecar)."""
+        requester of the job a sidecar holds, whose request recorded it (never the sidecar)."""
         with self.engine.begin() as c:
-            if self._server_claim() is not None:
-                claims.job_set(c, self.claim, record_source=True)
-                return
-            if self.claim is not None:
-                author: Any = self.claim.requested_user
-            elif self.is_sqlite:
-                author = self.database_user()
-            else:  # evaluated by the server, as heads.embed records USER_NAME()
-                author = func.user_name()
-            c.execute(
-                update(s.embedding_sets)
-                .where(s.embedding_sets.c.set_id == set_id)
-                .values(source_query=sql, source_user=author)
-            )
+            name = c.execute(
+                select(s.embedding_sets.c.name).where(s.embedding_sets.c.set_id == set_id)
+            ).scalar_one()
+            set_writes.record_source(c, self._writer(), set_id, name, sql)
 
-    def _server_claim(self) -> claims.JobClaim | None:
-        return None if self.is_sqlite else self.claim
+    def _writer(self) -> set_writes.Writer:
+        user = self.database_user() if self.is_sqlite else None
+        return set_writes.Writer(self.is_sqlite, self.claim, user)
 
     def set_counts(self, set_id: int) -> dict[str, int]:
         with self.engine.connect() as c:
@@ -390,7 +397,7 @@ class Store(CallerQueries):
         """``item_key -> column`` for those of ``keys`` the set holds, in bound key chunks."""
         result: dict[str, Any] = {}
         with self.engine.connect() as c:
-            for chunk in _chunks(keys):
+            for chunk in key_chunks(keys):
                 rows = c.execute(
                     select(s.embeddings.c.item_key, column).where(
                         s.embeddings.c.set_id == set_id, s.embeddings.c.item_key.in_(chunk)
@@ -400,39 +407,10 @@ class Store(CallerQueries):
         return result
 
     def write_embed_batch(self, set_id: int, output: pd.DataFrame) -> None:
-        """One transaction: a batch lands whole or not at all."""
-        keys = output["item_key"].tolist()
-        embedded = output[output["reject_reason"].isna()]
-        rejected = output[output["reject_reason"].notna()]
+        """One transaction: a batch lands whole or not at all. A sidecar's writes only into
+        its embed job's set, the rows its request captured (``heads.write_embeddings``)."""
         with self.engine.begin() as c:
-            for chunk in _chunks(keys):
-                # A rejected row's old vector is stale too: its text is gone.
-                for table in (s.embeddings, s.rejects):
-                    c.execute(
-                        delete(table).where(table.c.set_id == set_id, table.c.item_key.in_(chunk))
-                    )
-            if len(embedded):
-                c.execute(
-                    insert(s.embeddings),
-                    [
-                        {
-                            "set_id": set_id,
-                            "item_key": r.item_key,
-                            "text_sha256": r.text_sha256,
-                            "vector": r.vector,
-                            "windows": int(r.windows),
-                        }
-                        for r in embedded.itertuples(index=False)
-                    ],
-                )
-            if len(rejected):
-                c.execute(
-                    insert(s.rejects),
-                    [
-                        {"set_id": set_id, "item_key": r.item_key, "reason": r.reject_reason}
-                        for r in rejected.itertuples(index=False)
-                    ],
-                )
+            set_writes.write_batch(c, self._writer(), set_id, output)
 
     def vectors_for_keys(self, set_id: int, keys: list[str]) -> dict[str, bytes]:
         found = self._embedding_column(set_id, keys, s.embeddings.c.vector)
@@ -621,7 +599,7 @@ class Store(CallerQueries):
                     rows,
                 )
                 return
-            for chunk in _chunks([row["item_key"] for row in rows]):
+            for chunk in key_chunks([row["item_key"] for row in rows]):
                 c.execute(
                     delete(s.predictions).where(
                         s.predictions.c.model_id == model_id,
@@ -662,8 +640,3 @@ def _model_select():
         m.macro_f1,
         m.sha256,
     )
-
-
-def _chunks(keys: list[str]) -> Iterable[list[str]]:
-    for start in range(0, len(keys), KEYS_PER_STATEMENT):
-        yield keys[start : start + KEYS_PER_STATEMENT]

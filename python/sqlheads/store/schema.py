@@ -46,6 +46,7 @@ NAMING_CONVENTION = {
 # 450 characters keeps a key inside SQL Server's 900-byte index key limit as NVARCHAR.
 KEY_LENGTH = 450
 NAME_LENGTH = 128  # sysname
+SID_LENGTH = 85  # a security identifier: USER_SID() is varbinary(85)
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -87,6 +88,14 @@ embedding_sets = Table(
     # user's rights would be a privilege escalation (migration 0007; NULL before it: no one).
     Column("source_query", UnicodeText, nullable=True),
     Column("source_user", Unicode(NAME_LENGTH), nullable=True),
+    # On SQL Server the author by security identifier (USER_SID(), migration 0008): a user
+    # dropped and made again under the same name has another SID, and inherits nothing.
+    Column("source_sid", LargeBinary(SID_LENGTH), nullable=True),
+    # Who owns the set, and alone (or heads_admin) writes its vectors: the user who made it
+    # (SQL Server: SID and name; SQLite: the OS user), migration 0008. NULL for a set made
+    # before it whose author was not known: the next user to write into it takes it.
+    Column("owner_user", Unicode(NAME_LENGTH), nullable=True),
+    Column("owner_sid", LargeBinary(SID_LENGTH), nullable=True),
     UniqueConstraint("name"),
     CheckConstraint("long_text IN ('window', 'truncate')", name="long_text_mode"),
 )
@@ -326,6 +335,9 @@ job_queue = Table(
     # their own jobs.
     Column("requested_by", Unicode(NAME_LENGTH), nullable=True),
     Column("requested_user", Unicode(NAME_LENGTH), nullable=True),
+    # SQL Server: the requester's USER_SID() (migration 0008), which heads.jobs, heads.cancel_job
+    # and the set an embed job writes compare, never the name.
+    Column("requested_sid", LargeBinary(SID_LENGTH), nullable=True),
     CheckConstraint(f"kind IN {JOB_KINDS}", name="job_kind"),
     CheckConstraint(f"state IN {JOB_STATES}", name="job_state"),
     CheckConstraint("cancel_requested IN (0, 1)", name="cancel_flag"),

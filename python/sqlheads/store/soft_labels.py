@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pandas as pd
 from sqlalchemy import delete, insert, select, update
 
+from sqlheads.store import boundary, claims, server_versions
 from sqlheads.store import schema as s
-from sqlheads.store import server_versions
 from sqlheads.store.repository import Store, validate_name
 
 
@@ -60,7 +60,9 @@ def store_soft_labels(
         return Teacher(teacher_id, name, set_id, list(classes))
     t = s.teachers.c
     values = {"set_id": set_id, "classes_json": json.dumps(classes), "model_id": model_id}
-    with store.engine.begin() as c:
+    with store.engine.begin() as c, boundary.procedure("heads.store_soft_labels"):
+        if store.claim is not None:  # a sidecar's: its job's teacher on its set (50072)
+            claims.check_soft_labels(c, store.claim, name, set_id, model_id)
         teacher_id = c.execute(select(t.teacher_id).where(t.name == name)).scalar_one_or_none()
         if teacher_id is None:
             teacher_id = c.execute(

@@ -17,11 +17,35 @@ import json
 from dataclasses import dataclass, replace
 
 import pandas as pd
-from sqlalchemy import insert, select, update
+from sqlalchemy import LargeBinary, bindparam, insert, select, text, update
+from sqlalchemy.exc import DBAPIError
 
-from sqlheads.errors import TeacherDroppedError
+from sqlheads.errors import TeacherDroppedError, from_server
+from sqlheads.store import boundary, claims, staging
 from sqlheads.store import schema as s
 from sqlheads.store.repository import Store
+
+# heads.write_transfer_rows (sql/0008/internal/write_transfer_rows.sql) reads #transfer_rows.
+TRANSFER_ROWS_STAGE = "#transfer_rows"
+TRANSFER_ROWS_COLUMNS = {
+    "ordinal": "int NOT NULL",
+    "origin_key": f"nvarchar({s.KEY_LENGTH}) COLLATE DATABASE_DEFAULT NOT NULL",
+    "how": "varchar(16) COLLATE DATABASE_DEFAULT NOT NULL",
+    "text": "nvarchar(max) COLLATE DATABASE_DEFAULT NOT NULL",
+    "logits": "varbinary(max) NOT NULL",
+}
+INSERT_TRANSFER_ROW = staging.insert(  # logits are never NULL: always bound as bytes
+    TRANSFER_ROWS_STAGE, TRANSFER_ROWS_COLUMNS
+).bindparams(bindparam("logits", type_=LargeBinary))
+WRITE_TRANSFER_ROWS = text(
+    "SET NOCOUNT ON; DECLARE @transfer_set_id int; "
+    "EXEC heads.write_transfer_rows @job_id = :job_id, @worker = :worker, "
+    "@model_id = :model_id, @recipe_key = :recipe_key, @recipe_json = :recipe_json, "
+    "@classes_json = :classes_json, @rows_max = :rows_max, "
+    "@transfer_set_id = @transfer_set_id OUTPUT; "
+    f"DROP TABLE {TRANSFER_ROWS_STAGE}; "
+    "SELECT @transfer_set_id AS transfer_set_id"
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +55,7 @@ class TransferSet:
     recipe_key: str
     classes: list[str]
     rows_max: int | None  # the most rows the recipe can make from its rows, once known
+    recipe_json: str = "{}"  # the recipe, as the set was made with it
 
     def rows_for(self, wanted: int) -> int:
         """The rows a request for ``wanted`` gets: fewer where the recipe cannot make more."""
@@ -48,31 +73,88 @@ def open_transfer_set(
 ) -> TransferSet:
     """The cached set of this teacher version and recipe, created empty if there is none.
     ``teacher`` names the head in the error raised when its version is gone (50028)."""
+    made = TransferSet(
+        0, model_id, recipe_key, list(classes), None, json.dumps(recipe, sort_keys=True)
+    )
+    transfer_set_id = _write(store, made, teacher)
     ts = s.transfer_sets.c
-    with store.engine.begin() as c:
-        _require_teacher(c, model_id, teacher)
+    with store.engine.connect() as c:
         row = c.execute(
-            select(ts.transfer_set_id, ts.classes_json, ts.rows_max).where(
-                ts.model_id == model_id, ts.recipe_key == recipe_key
+            select(ts.classes_json, ts.rows_max, ts.recipe_json).where(
+                ts.transfer_set_id == transfer_set_id
             )
-        ).first()
-        if row is not None:
-            return TransferSet(
-                int(row.transfer_set_id),
-                model_id,
-                recipe_key,
-                json.loads(row.classes_json),
-                None if row.rows_max is None else int(row.rows_max),
+        ).one()
+    return TransferSet(
+        transfer_set_id,
+        model_id,
+        recipe_key,
+        json.loads(row.classes_json),
+        None if row.rows_max is None else int(row.rows_max),
+        row.recipe_json,
+    )
+
+
+def _write(
+    store: Store,
+    transfer_set: TransferSet,
+    teacher: str,
+    rows: list[dict] | None = None,
+    rows_max: int | None = None,
+) -> int:
+    """``heads.write_transfer_rows``: the set of ``transfer_set``'s teacher version and recipe,
+    created if missing, its ``rows_max`` noted, ``rows`` added, in one transaction; its id. A
+    sidecar writes only its job's teacher's (50072), and nobody a dropped teacher's (50028)."""
+    if not store.is_sqlite:
+        return _write_on_server(store, transfer_set, rows or [], rows_max)
+    ts = s.transfer_sets.c
+    with store.engine.begin() as c, boundary.procedure("heads.write_transfer_rows"):
+        _require_teacher(c, transfer_set.model_id, teacher)
+        if store.claim is not None:
+            claims.check_transfer(c, store.claim, transfer_set.model_id)
+        found = c.execute(
+            select(ts.transfer_set_id).where(
+                ts.model_id == transfer_set.model_id, ts.recipe_key == transfer_set.recipe_key
             )
-        created = c.execute(
-            insert(s.transfer_sets).values(
-                model_id=model_id,
-                recipe_key=recipe_key,
-                recipe_json=json.dumps(recipe, sort_keys=True),
-                classes_json=json.dumps(classes),
+        ).scalar_one_or_none()
+        if found is None:
+            found = c.execute(
+                insert(s.transfer_sets).values(
+                    model_id=transfer_set.model_id,
+                    recipe_key=transfer_set.recipe_key,
+                    recipe_json=transfer_set.recipe_json,
+                    classes_json=json.dumps(transfer_set.classes),
+                )
+            ).inserted_primary_key[0]
+        if rows_max is not None:
+            c.execute(
+                update(s.transfer_sets).where(ts.transfer_set_id == found).values(rows_max=rows_max)
             )
-        ).inserted_primary_key[0]
-    return TransferSet(int(created), model_id, recipe_key, list(classes), None)
+        if rows:
+            c.execute(insert(s.transfer_rows), [{"transfer_set_id": found, **row} for row in rows])
+    return int(found)
+
+
+def _write_on_server(
+    store: Store, transfer_set: TransferSet, rows: list[dict], rows_max: int | None
+) -> int:
+    claim = store.claim
+    parameters = {
+        "job_id": None if claim is None else claim.job_id,
+        "worker": None if claim is None else claim.worker,
+        "model_id": transfer_set.model_id,
+        "recipe_key": transfer_set.recipe_key,
+        "recipe_json": transfer_set.recipe_json,
+        "classes_json": json.dumps(transfer_set.classes),
+        "rows_max": rows_max,
+    }
+    with store.engine.begin() as c:
+        c.execute(staging.create(TRANSFER_ROWS_STAGE, TRANSFER_ROWS_COLUMNS))
+        if rows:
+            c.execute(INSERT_TRANSFER_ROW, [{k: r[k] for k in TRANSFER_ROWS_COLUMNS} for r in rows])
+        try:
+            return int(c.execute(WRITE_TRANSFER_ROWS, parameters).scalar_one())
+        except DBAPIError as error:
+            raise from_server(str(error.orig)) or error from None
 
 
 def scored_ordinals(store: Store, transfer_set: TransferSet) -> set[int]:
@@ -92,26 +174,17 @@ def add_transfer_rows(
 ) -> None:
     """Write scored rows (``ordinal``, ``origin_key``, ``how``, ``text``, ``logits`` bytes and
     ``vector``: the teacher encoder's, float16 bytes, or None) in one transaction, refusing
-    (50028) if the teacher's version was dropped meanwhile."""
-    if not rows:
-        return
-    with store.engine.begin() as c:
-        _require_teacher(c, transfer_set.model_id, teacher)
-        c.execute(
-            insert(s.transfer_rows),
-            [{"transfer_set_id": transfer_set.transfer_set_id, **row} for row in rows],
-        )
+    (50028) if the teacher's version was dropped meanwhile. On SQL Server (a sidecar's
+    fine-tuned teacher, which reads text) no vector is written: ``heads.write_transfer_rows``
+    takes none."""
+    if rows:
+        _write(store, transfer_set, teacher, rows)
 
 
-def note_rows_max(store: Store, transfer_set: TransferSet, rows: int) -> TransferSet:
+def note_rows_max(store: Store, transfer_set: TransferSet, teacher: str, rows: int) -> TransferSet:
     """Record that the recipe makes at most ``rows`` rows from its rows (a build asked for
     more and ran short), so that a later request for more builds nothing."""
-    with store.engine.begin() as c:
-        c.execute(
-            update(s.transfer_sets)
-            .where(s.transfer_sets.c.transfer_set_id == transfer_set.transfer_set_id)
-            .values(rows_max=rows)
-        )
+    _write(store, transfer_set, teacher, rows_max=rows)
     return replace(transfer_set, rows_max=rows)
 
 

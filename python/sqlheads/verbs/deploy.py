@@ -100,8 +100,12 @@ def rescorer(store: Store, model: Model, blob: bytes) -> Rescore:
 
 
 def _texts_of(store: Store, source: str, rows: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """The source's rows whose keys are among ``rows``' (a text model's input)."""
+    """The source's rows whose keys are among ``rows``' (a text model's input); a key the
+    source returns more than once is not scored (its prediction stays until ``predict``, which
+    skips it too): which copy's text to score would depend on the order the query returned
+    them in."""
     wanted = {str(key) for chunk in rows for key in chunk["item_key"]}
+    wanted -= store.duplicate_keys(source)
     for chunk in store.run_query(source, EMBED_INPUT, "source", READ_ROWS):
         chunk = chunk.assign(item_key=[str(k) for k in chunk["item_key"]])
         yield chunk[chunk["item_key"].isin(wanted)]

@@ -27,6 +27,11 @@ from sqlheads.store.repository import Model, Store, validate_name
 from sqlheads.store.vectors import unpack_rows
 
 SHIFT_SAMPLE = 20_000  # a centroid's error falls as 1/sqrt(rows): 20k rows are plenty
+# What no set to judge means, said alike by the command line and the report page.
+NO_SET_JUDGED = (
+    "no set to judge: this version scored no rows beyond those it was labelled on; score a set "
+    "with new rows (`sqlheads predict`) and ask again"
+)
 NOT_RECORDED = (
     "not recorded: the version was trained before sqlheads recorded drift references; "
     "train a new version"
@@ -46,7 +51,9 @@ def set_shift(store: Store, model: Model, set_name: str, found: dict[str, Any]) 
     if not stored:
         return None
     dim = len(found["training_centroid"])
-    return signals.embedding_shift(found, unpack_rows(list(stored.values()), dim).mean(axis=0))
+    # summed in key order: the same centroid whatever order the store returned the rows in
+    vectors = unpack_rows([stored[k] for k in sorted(stored)], dim)
+    return signals.embedding_shift(found, vectors.mean(axis=0))
 
 
 def drift(store: Store, *, head: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -19,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from sqlheads import settings
 from sqlheads.compute.columns import EMBED_INPUT
+from sqlheads.compute.embed import EmbedParams
 from sqlheads.compute.embed import embed as embed_batch
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import (
@@ -29,7 +31,7 @@ from sqlheads.errors import (
 )
 from sqlheads.store.keys import key_problem
 from sqlheads.store.repository import SET_BUSY, EmbeddingSet, Encoder, Store, validate_name
-from sqlheads.verbs.encoders import encoder_arguments, resolve_encoder
+from sqlheads.verbs.encoders import encoder_ref, resolve_encoder
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
 from sqlheads.verbs.rows import RowSource
 
@@ -40,14 +42,11 @@ def embed(
     *,
     set_name: str,
     source: str,
-    encoder: str | None = None,
-    long_text: str | None = None,
-    batch_rows: int | None = None,
-    batch_size: int | None = None,
-    threads: int | None = None,
+    params: EmbedParams,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally.
+    """Embed the rows of ``source`` (``item_key``, ``text``) into a set, incrementally, as
+    ``params`` says.
 
     One embedding of a set at a time, as ``heads.embed``: ``embed`` Exclusive (another
     embedding of the set fails at once, 50016) and ``set`` Shared (trainings and predictions of
@@ -59,11 +58,7 @@ def embed(
         store,
         set_name=set_name,
         rows=RowSource(store, source),
-        encoder=encoder,
-        long_text=long_text,
-        batch_rows=batch_rows,
-        batch_size=batch_size,
-        threads=threads,
+        params=params,
         progress=progress,
         lock_batches=False,  # this whole run holds the set's lock (Shared) already
     )
@@ -74,11 +69,7 @@ def embed_rows(
     *,
     set_name: str,
     rows: RowSource,
-    encoder: str | None = None,
-    long_text: str | None = None,
-    batch_rows: int | None = None,
-    batch_size: int | None = None,
-    threads: int | None = None,
+    params: EmbedParams,
     progress: Progress | None = None,
     model: Any | None = None,
     lock_batches: bool = True,
@@ -94,15 +85,10 @@ def embed_rows(
     :func:`embed`'s own."""
     started = time.perf_counter()
     validate_name("set", set_name)
-    # The same bounds and spellings as heads.embed: both read settings.SETTINGS.
-    if long_text is not None:
-        long_text = settings.choice("long_text", long_text)
-    batch_rows = settings.bounded("embed.batch_rows", batch_rows)
-    batch_size = settings.bounded("embed.batch_size", batch_size)
-    embedding_set = check_embedding_set(store, set_name, encoder, long_text)
+    embedding_set = check_embedding_set(store, set_name, params)
     # The source's first rows come before anything is written: a query that fails or lacks a
     # column is refused with no set created and no encoder registered.
-    chunks = rows.chunks(EMBED_INPUT, "source", batch_rows)
+    chunks = rows.chunks(EMBED_INPUT, "source", params.batch_rows)
     # The query runs as written first: a refused or failing query is reported by its own
     # error, not by the duplicate-key subquery built around it.
     first = next(chunks, None)
@@ -114,18 +100,21 @@ def embed_rows(
             "query's FROM and WHERE clauses (embed an existing set again with an empty source "
             "to change nothing)"
         )
-    chosen = _set_encoder(store, embedding_set, encoder, progress)
+    chosen = _set_encoder(store, embedding_set, params.encoder, progress)
     total = None
     if progress is not None:
         total = rows.count()
         progress(0, total, f"embedding {set_name}")
+    rows_started = time.perf_counter()  # the rate counts from here, as the progress's does
+    # A set's own mode, else the one asked for (the default where none was)
+    long_text = embedding_set.long_text if embedding_set else params.long_text
     batches = _SetBatches(
         store,
         set_name,
         chosen,
         embedding_set,
-        long_text=long_text or "window",
-        options={"batch_size": batch_size, "threads": threads, "encoder": model},
+        params=replace(params, long_text=long_text or settings.default("long_text")),
+        model=model,
         lock_each=lock_batches,
     )
     _embed_all(
@@ -135,9 +124,11 @@ def embed_rows(
         progress,
         total,
     )
+    embedding = time.perf_counter() - rows_started
     embedding_set = batches.the_set()
     store.set_source_query(embedding_set.set_id, rows.query)
     seconds = time.perf_counter() - started
+    embedded = batches.counts["embedded"]
     return {
         "set": set_name,
         "encoder": chosen.name,
@@ -145,15 +136,16 @@ def embed_rows(
         **batches.counts,
         **store.set_counts(embedding_set.set_id),
         "seconds": round(seconds, 3),
-        "rows_per_second": round(batches.counts["embedded"] / seconds, 1) if seconds else None,
+        # rows embedded per second of embedding, as the progress counts them: from the first
+        # batch read (an encoder's export and the source's count before it are not embedding)
+        "rows_per_second": round(embedded / embedding, 1) if embedded and embedding else None,
     }
 
 
-def check_embedding_set(
-    store: Store, set_name: str, encoder: str | None, long_text: str | None
-) -> EmbeddingSet | None:
+def check_embedding_set(store: Store, set_name: str, params: EmbedParams) -> EmbeddingSet | None:
     """The set, if it exists, once the encoder and long-text mode asked for agree with it."""
     embedding_set = store.find_set(set_name)
+    encoder, long_text = params.encoder, params.long_text
     if embedding_set is not None:
         chosen = store.encoder(embedding_set.encoder_id)
         if encoder is not None and encoder != chosen.name:
@@ -193,19 +185,21 @@ def _embed_all(
 ) -> None:
     """Embed each chunk of rows, holding back every copy of a
     duplicated key for one last batch, which rejects the key whole: the outcome cannot
-    depend on which batch each copy fell into."""
+    depend on which batch each copy fell into.
+
+    ``progress`` hears of the rows embedded out of those that need it, after each committed
+    batch: ``total`` less the rows found unchanged or rejected so far (a re-run of an embedded
+    source ends at 0 of 0, not at every row in a blink as if embedded)."""
     duplicate_rows: list[pd.DataFrame] = []
-    read = 0
     for chunk in chunks:
-        read += len(chunk)
         copies = chunk["item_key"].isin(duplicated)
         duplicate_rows.append(chunk[copies])
         if not copies.all():
             batches.write(chunk[~copies])
-        if progress is not None:
-            progress(read, total, None)
+        batches.report(progress, total)
     if duplicated and duplicate_rows:
         batches.write(pd.concat(duplicate_rows, ignore_index=True))
+        batches.report(progress, total)
 
 
 class _SetBatches:
@@ -219,16 +213,19 @@ class _SetBatches:
         chosen: Encoder,
         embedding_set: EmbeddingSet | None,
         *,
-        long_text: str,
-        options: dict[str, Any],
+        params: EmbedParams,
+        model: Any | None,
         lock_each: bool,
     ) -> None:
         self.store, self.set_name, self.chosen = store, set_name, chosen
-        self.embedding_set, self.long_text = embedding_set, long_text
-        self.options = options  # compute.embed's batch_size, threads and encoder
+        self.embedding_set, self.params, self.model = embedding_set, params, model
         self.lock_each = lock_each  # each batch holds the set's lock (a sidecar's part)
-        self.encoder_arguments = encoder_arguments(store, chosen)
+        self.encoder = encoder_ref(store, chosen)
         self.counts = {"rows_read": 0, "embedded": 0, "unchanged": 0, "rejected": 0, "windowed": 0}
+        # "rejected" counts keys, as the set's rejects do (set_rejects): a key given twice is
+        # one reject, and every row without a key is the one reject under the empty key
+        self.rejected_keys: set[str] = set()
+        self.rejected_rows = 0  # the rows behind them, for the rows left to embed
 
     def write(self, rows: pd.DataFrame) -> None:
         stored = (
@@ -237,13 +234,8 @@ class _SetBatches:
             else {}
         )
         rows = rows.assign(stored_sha256=[stored.get(k) for k in rows["item_key"]])
-        output = embed_batch(
-            rows,
-            long_text=self.embedding_set.long_text if self.embedding_set else self.long_text,
-            **self.options,
-            **self.encoder_arguments,
-        )
-        self.encoder_arguments = {"encoder_sha256": self.chosen.sha256}  # cached from now on
+        output = embed_batch(rows, params=self.params, set_encoder=self.encoder, model=self.model)
+        self.encoder = replace(self.encoder, onnx=None, tokenizer_json=None)  # cached from now on
         with self._lock():
             if self.embedding_set is None:
                 self.embedding_set = self._find_or_add_set()
@@ -270,16 +262,26 @@ class _SetBatches:
             key_problem(k) is not None or k in rejected_keys for k in rows["item_key"]
         )
         embedded = len(output) - len(rejected)
+        self.rejected_keys |= rejected_keys
+        self.rejected_rows += rejected_rows
         self.counts["rows_read"] += len(rows)
         self.counts["embedded"] += embedded
-        self.counts["rejected"] += rejected_rows
+        self.counts["rejected"] = len(self.rejected_keys)
         self.counts["unchanged"] += len(rows) - embedded - rejected_rows
         self.counts["windowed"] += int((output["windows"].fillna(1) > 1).sum())
+
+    def report(self, progress: Progress | None, total: int | None) -> None:
+        """The rows embedded, of those that need it (see :func:`_embed_all`)."""
+        if progress is not None:
+            left = None if total is None else total - self.counts["unchanged"] - self.rejected_rows
+            progress(self.counts["embedded"], left, None)
 
     def _find_or_add_set(self) -> EmbeddingSet:
         """The set, created now unless another embed part created it a moment ago."""
         try:
-            return self.store.add_set(self.set_name, self.chosen.encoder_id, self.long_text)
+            return self.store.add_set(
+                self.set_name, self.chosen.encoder_id, str(self.params.long_text)
+            )
         except IntegrityError:  # a part of the same request won the race: same encoder, same mode
             found = self.store.require_set(self.set_name)
             if found.encoder_id != self.chosen.encoder_id:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlheads import datasets, settings
-from sqlheads.engine.encoders.onnx_encoder import DEFAULT_MAX_LENGTH, is_cached
+from sqlheads.engine.encoders.onnx_encoder import DEFAULT_MAX_LENGTH, EncoderRef, is_cached
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError, InvalidParameterError, NotFoundError
 from sqlheads.store.repository import Encoder, Store, validate_name
@@ -141,15 +141,16 @@ def resolve_encoder(store: Store, name: str | None, progress: Progress | None = 
     return found
 
 
-def encoder_arguments(store: Store, encoder: Encoder) -> dict[str, Any]:
-    """The encoder for a procedure call: its sha256, and its bytes only if the cache lacks it."""
-    arguments: dict[str, Any] = {"encoder_sha256": encoder.sha256}
-    if not is_cached(encoder.sha256):
+def encoder_ref(store: Store, encoder: Encoder, *, with_bytes: bool = False) -> EncoderRef:
+    """A registered encoder as a compute half takes it: its sha256, width and windows, and its
+    bytes when this machine's cache lacks it (or ``with_bytes``: a student reads them)."""
+    onnx, tokenizer_json = None, None
+    if with_bytes or not is_cached(encoder.sha256):
         onnx, tokenizer_json = store.encoder_bytes(encoder.encoder_id)
-        arguments |= {
-            "encoder_onnx": onnx,
-            "tokenizer_json": tokenizer_json,
-            "dim": encoder.dim,
-            "max_length": encoder.max_length,
-        }
-    return arguments
+    return EncoderRef(
+        sha256=encoder.sha256,
+        onnx=onnx,
+        tokenizer_json=tokenizer_json,
+        dim=encoder.dim,
+        max_length=encoder.max_length,
+    )

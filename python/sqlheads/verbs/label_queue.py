@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from sqlheads.engine.loop.active import MAX_COSINE, DiverseQueue
-from sqlheads.errors import InvalidParameterError, NotFoundError
+from sqlheads.errors import NotFoundError
 from sqlheads.store.queue_drift import (
     labelled_keys_recorded,
     labelling_table,
@@ -28,8 +28,9 @@ from sqlheads.store.repository import Model, Store, validate_name
 from sqlheads.store.vectors import unpack_rows
 
 POOL = 10  # candidates read per row asked for: the diversity pass picks from the least sure
-MAX_ROWS = 100_000  # one queue; a person labels far fewer in a round
 COLUMNS = ("queue_rank", "item_key", "set_name", "predicted_label", "probability", "margin")
+# What an empty queue means, said alike by the command line and the report page.
+EMPTY_QUEUE = "empty: every row this version scored was labelled"
 
 
 def require_recorded(store: Store, model: Model) -> None:
@@ -79,9 +80,7 @@ def label_queue(
     validate_name("head", head)
     if set_name is not None:
         validate_name("set", set_name)
-    if not isinstance(n, int) or not 1 <= n <= MAX_ROWS:
-        raise InvalidParameterError(f"n={n!r} is out of range: pass a count from 1 to {MAX_ROWS}")
-    picker = DiverseQueue(n=n, max_cosine=max_cosine).validate()
+    picker = DiverseQueue(n=n, max_cosine=max_cosine)  # n and max_cosine refused here
     model = store.find_model(head)  # the deployed version; never deployed: 50001
     target = labelling_table(store, into) if into is not None else None  # 50002 before work
     require_recorded(store, model)

@@ -27,7 +27,7 @@ def holding(*locks: tuple[str, bool]) -> Callable[[Verb], Verb]:
     def decorate(verb: Verb) -> Verb:
         @functools.wraps(verb)
         def locked(store: Store, **arguments: Any) -> Any:
-            wait = arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS)
+            wait = _lock_timeout(arguments)
             with contextlib.ExitStack() as held:
                 for kind, shared in locks:
                     on_set = kind in SET_LOCKS
@@ -48,3 +48,12 @@ def holding(*locks: tuple[str, bool]) -> Callable[[Verb], Verb]:
         return cast(Verb, locked)
 
     return decorate
+
+
+def _lock_timeout(arguments: dict[str, Any]) -> int:
+    """How long the verb waits for a lock: its ``lock_timeout_ms``, or its parameters'
+    (``params.version``: train's and distill's)."""
+    version = getattr(arguments.get("params"), "version", None)
+    if version is not None:
+        return version.lock_timeout_ms
+    return arguments.get("lock_timeout_ms", LOCK_TIMEOUT_MS)

@@ -99,8 +99,12 @@ def _vector_chunks(
 def _text_chunks(
     store: Store, embedding_set: EmbeddingSet, keys: str | None, source: str | None
 ) -> tuple[Iterator[pd.DataFrame], int | None]:
-    """A text model's input: the source's rows (of the keys ``keys`` returns); no count."""
+    """A text model's input: the source's rows (of the keys ``keys`` returns); no count. A key
+    the source returns more than once is not scored, as ``heads.predict`` skips it (``embed``
+    rejects it): which copy's text to score would depend on the order the query returned them
+    in."""
     texts = text_source(store, embedding_set, RowSource.optional(store, source))
+    duplicated = texts.duplicate_keys()
     wanted = (
         None
         if keys is None
@@ -113,7 +117,8 @@ def _text_chunks(
 
     def chunks() -> Iterator[pd.DataFrame]:
         for chunk in texts.chunks(EMBED_INPUT, "source"):
-            chunk = chunk[chunk["item_key"].notna()]  # a NULL key was rejected by embed
+            # a NULL key was rejected by embed, a duplicated one too
+            chunk = chunk[chunk["item_key"].notna() & ~chunk["item_key"].isin(duplicated)]
             yield chunk if wanted is None else chunk[chunk["item_key"].isin(wanted)]
 
     return chunks(), None

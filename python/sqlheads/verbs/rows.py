@@ -17,10 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from sqlheads.compute.columns import EMBED_INPUT, present
+from sqlheads.compute.columns import EMBED_INPUT, present, refuse_duplicate_keys
 from sqlheads.errors import MissingTextError, StoredQueryOwnerError
 from sqlheads.store import job_inputs
-from sqlheads.store.keys import required_keys
+from sqlheads.store.keys import key_problem, required_keys
 from sqlheads.store.repository import EmbeddingSet, Store
 
 READ_ROWS = 10_000  # rows per chunk where a verb reads a whole input
@@ -65,9 +65,11 @@ class RowSource:
         return job_inputs.duplicate_keys(self.store, self.job_id)
 
     def labels(self) -> pd.DataFrame:
-        """``item_key`` and ``label``: every row of a labels query (a NULL key refused, 50003),
-        or the captured rows that hold a label (a teacher job captures its unlabelled source
-        rows too; a NULL or blank label marks one)."""
+        """``item_key`` and ``label``: every row of a labels query (a NULL key refused, 50003;
+        a key given twice refused, 50012, before any work: which of its labels to keep would
+        depend on the order the query returned them in), or the captured rows that hold a
+        label (a teacher job captures its unlabelled source rows too; a NULL or blank label
+        marks one)."""
         frames = list(self.chunks(("item_key", "label"), "labels"))
         labelled = (
             pd.concat(frames, ignore_index=True)
@@ -77,26 +79,36 @@ class RowSource:
         if self.job_id is not None:
             return labelled[present(labelled["label"], "text")].reset_index(drop=True)
         labelled["item_key"] = required_keys(labelled["item_key"], "labels")
+        refuse_duplicate_keys(labelled["item_key"].tolist())
         return labelled
 
     def texts(self, keys: set[str] | None = None) -> dict[str, Any]:
-        """Each row's text by key; only those of ``keys`` when given, so that a large source
-        is not held whole for the few rows wanted."""
+        """Each row's text by key, in key order; only those of ``keys`` when given, so that a
+        large source is not held whole for the few rows wanted. A key the source returns more
+        than once has no text (None), as ``embed`` rejects it and SQL Server's verbs read it:
+        which copy to keep would depend on the order the query returned them in. A row
+        without a key (NULL or empty) has none to be read by."""
         texts: dict[str, Any] = {}
+        copies: set[str] = set()
         for chunk in self.chunks(EMBED_INPUT, "source"):
-            rows = zip(chunk["item_key"], chunk["text"], strict=True)
-            texts.update(rows if keys is None else ((k, t) for k, t in rows if k in keys))
-        return texts
+            for key, text in zip(chunk["item_key"], chunk["text"], strict=True):
+                if key_problem(key) is not None or (keys is not None and key not in keys):
+                    continue
+                if key in texts:
+                    copies.add(key)
+                texts[key] = text
+        return {key: None if key in copies else texts[key] for key in sorted(texts)}
 
 
 def stored_source(store: Store, embedding_set: EmbeddingSet) -> str | None:
     """The set's stored source query (its last ``embed --source``), for the user who stored it
     alone; None when it stored none. A stored query runs with the rights of whoever runs it,
     so anyone else, and everyone for a query stored before its author was recorded, is refused
-    (50071) before it runs: they pass a source of their own (``heads.set_source``)."""
+    (50071) before it runs: they pass a source of their own (``heads.set_source``). The author
+    is compared by SID on SQL Server (:meth:`Store.is_author`); a sidecar never is one."""
     if embedding_set.source_query is None:
         return None
-    if embedding_set.source_user is None or embedding_set.source_user != store.database_user():
+    if not store.is_author(embedding_set):
         raise StoredQueryOwnerError(
             f"set {embedding_set.name!r} has a source query stored by another user (or before "
             "authors were recorded), and a stored query runs only for its author: pass your "

@@ -22,28 +22,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlheads.compute.columns import text_sha256
-from sqlheads.engine import evaluation
-from sqlheads.engine.encoders.onnx_encoder import load_encoder
+from sqlheads.compute import teach as teach_half
+from sqlheads.compute.columns import present, text_sha256
+from sqlheads.engine.encoders.onnx_encoder import EncoderRef
 from sqlheads.engine.kinds import model_kind
 from sqlheads.engine.progress import Progress, after
 from sqlheads.engine.students.soft_labels import Teacher, as_logits
-from sqlheads.engine.students.transfer import (
-    TransferRecipe,
-    build_transfer,
-    encoder_neighbours,
-    learnable_rows,
-    transfer_keys,
-)
-from sqlheads.errors import (
-    ClassMismatchError,
-    InvalidParameterError,
-    NotFoundError,
-    TeacherNotDeployedError,
-)
+from sqlheads.engine.students.transfer import TransferRecipe, transfer_keys
+from sqlheads.errors import ClassMismatchError, NotFoundError, TeacherNotDeployedError
 from sqlheads.store import transfer_cache
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
-from sqlheads.store.vectors import HALF_DTYPE, pack_rows, unpack_rows
+from sqlheads.store.vectors import HALF_DTYPE, pack_rows
+from sqlheads.verbs.encoders import encoder_ref
 from sqlheads.verbs.rows import RowSource, text_source
 
 CACHE_CHUNK = 1024  # transfer rows scored and committed at a time
@@ -106,24 +96,16 @@ def teacher_version(store: Store, model_id: int) -> TeacherHead:
 
 
 def _load(store: Store, model: Model) -> Teacher:
-    """The model, and for one that reads vectors the encoder its set was embedded with."""
-    kind = model_kind(model.kind)
-    teacher = Teacher(kind.load(store.model_blob(model.model_id)), kind.reads)
-    if kind.reads == "vector":
-        registered = store.encoder(model.encoder_id)
-        onnx, tokenizer_json = store.encoder_bytes(registered.encoder_id)
-        teacher.encoder = load_encoder(
-            registered.sha256,
-            onnx=onnx,
-            tokenizer_json=tokenizer_json,
-            dim=registered.dim,
-            max_length=registered.max_length,
-        )
+    """The model, and for one that reads vectors the encoder its set was embedded with, in
+    that set's long-text mode."""
+    blob, long_text, encoder = store.model_blob(model.model_id), "window", None
+    if model_kind(model.kind).reads == "vector":
+        encoder = encoder_ref(store, store.encoder(model.encoder_id))
         versions = store.read_view("model_summary", head=model.head)
         trained_on = versions[versions["model_id"] == model.model_id]["set_name"]
         found = store.find_set(str(trained_on.iloc[0])) if len(trained_on) else None
-        teacher.long_text = found.long_text if found else "window"
-    return teacher
+        long_text = found.long_text if found else long_text
+    return teach_half.load_teacher(blob, model.kind, encoder, long_text)
 
 
 def refuse_other_classes(teacher: TeacherHead, classes: list[str]) -> None:
@@ -142,40 +124,30 @@ def own_soft_labels(
 ) -> pd.DataFrame:
     """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes) and,
     for a teacher that reads vectors, its encoder's vector of each row (``vector``, float16
-    bytes; None for a teacher that reads text).
-
-    A head reuses the vectors its set holds for a key whose stored text is the same text;
-    the rest are scored now."""
+    bytes; None for a teacher that reads text), as SQL Server's half scores them
+    (:func:`sqlheads.compute.teach.teacher_logits`): a head reuses the vectors its set holds
+    for a key whose stored text is the same text; the rest are scored now, in key order (the
+    same batches whatever order the rows came in)."""
     started = time.perf_counter()
-    keys = [k for k, t in texts.items() if t is not None and str(t).strip()]
-    logits = np.zeros((len(keys), len(teacher.classes)), dtype=np.float32)
-    todo = np.ones(len(keys), dtype=bool)
-    reads_vectors = model_kind(teacher.model.kind).reads == "vector"
-    vectors = None
-    if reads_vectors:
-        vectors = np.zeros((len(keys), teacher.teacher.encoder.dim), dtype=np.float32)
+    keys = sorted(k for k, t in texts.items() if t is not None and str(t).strip())
+    stored: list[tuple[Any, Any]] = [(None, None)] * len(keys)
+    if model_kind(teacher.model.kind).reads == "vector":
         hashes = store.stored_hashes(teacher.model.set_id, keys)
-        same = [i for i, k in enumerate(keys) if hashes.get(k) == text_sha256(str(texts[k]))]
-        if same:
-            stored = store.vectors_for_keys(teacher.model.set_id, [keys[i] for i in same])
-            vectors[same] = unpack_rows([stored[keys[i]] for i in same], vectors.shape[1])
-            logits[same] = as_logits(teacher.teacher.probabilities_of_vectors(vectors[same]))
-            todo[same] = False
-    missing = np.flatnonzero(todo)
-    if len(missing):
-        if progress is not None:
-            progress(0, len(missing), f"teacher {teacher.head}: the student's rows")
-        probabilities, embedded = teacher.teacher.scored(
-            [str(texts[keys[i]]) for i in missing], progress
-        )
-        logits[missing] = as_logits(probabilities)
-        if vectors is not None and embedded is not None:
-            vectors[missing] = embedded
-    teacher.scored["own_rows_from_stored_vectors"] = len(keys) - len(missing)
-    teacher.scored["own_rows_scored"] = len(missing)
+        same = [k for k in keys if hashes.get(k) == text_sha256(str(texts[k]))]
+        vectors = store.vectors_for_keys(teacher.model.set_id, same)
+        stored = [(hashes.get(k), vectors.get(k)) for k in keys]
+    logits, embedded, reused = teach_half.teacher_logits(
+        teacher.teacher,
+        [str(texts[k]) for k in keys],
+        stored,
+        progress,
+        f"teacher {teacher.head}: the student's rows",
+    )
+    teacher.scored["own_rows_from_stored_vectors"] = reused
+    teacher.scored["own_rows_scored"] = len(keys) - reused
     teacher.seconds["own_rows"] = time.perf_counter() - started
     return pd.DataFrame(
-        {"item_key": keys, "logits": pack_rows(logits), "vector": _half(vectors, len(keys))}
+        {"item_key": keys, "logits": pack_rows(logits), "vector": _half(embedded, len(keys))}
     )
 
 
@@ -190,7 +162,7 @@ def transfer_soft_labels(
     teacher: TeacherHead,
     origin: Mapping[str, str],
     recipe: TransferRecipe,
-    student_encoder: tuple[str, bytes, str],
+    student_encoder: EncoderRef,
     progress: Progress | None,
     exclude: list[str] | None = None,
 ) -> pd.DataFrame:
@@ -198,19 +170,19 @@ def transfer_soft_labels(
     held-out ones) with the teacher's logits and its encoder's vectors: ``text``,
     ``origin_key``, ``how``, ``logits``, ``vector`` (float16 bytes, None where it made none).
 
-    ``student_encoder`` (sha256, ONNX bytes, tokenizer JSON) supplies the replacement words.
+    ``student_encoder`` (its sha256 and bytes) supplies the replacement words
+    (:func:`sqlheads.compute.teach.transfer_rows`, as SQL Server's half makes them).
     Cached rows are read back; the missing ones are built, scored and cached in chunks, each
     reported to ``progress`` as it is scored (its stage is the caller's)."""
     started = time.perf_counter()
     if recipe.rows == 0 or not origin:
         teacher.scored |= {"transfer_rows_cached": 0, "transfer_rows_scored": 0}
         return pd.DataFrame(columns=["text", "origin_key", "how", "logits", "vector"])
-    sha256, onnx, tokenizer_json = student_encoder
     cached = transfer_cache.open_transfer_set(
         store,
         model_id=teacher.model.model_id,
         teacher=teacher.head,
-        recipe_key=recipe.key(origin, sha256, exclude or ()),
+        recipe_key=recipe.key(origin, student_encoder.sha256 or "", exclude or ()),
         recipe=asdict(recipe),
         classes=teacher.classes,
     )
@@ -219,10 +191,11 @@ def transfer_soft_labels(
     todo: list[int] = [i for i in range(wanted) if i not in done]
     if todo:
         built_started = time.perf_counter()
-        neighbours = encoder_neighbours(tokenizer_json, onnx, origin, recipe.neighbours)
-        rows = build_transfer(origin, replace(recipe, rows=wanted), neighbours, exclude or ())
+        rows = teach_half.transfer_rows(
+            origin, exclude or [], replace(recipe, rows=wanted), student_encoder
+        )
         if len(rows) < wanted:  # the rows cannot give that many distinct ones
-            cached = transfer_cache.note_rows_max(store, cached, len(rows))
+            cached = transfer_cache.note_rows_max(store, cached, teacher.head, len(rows))
             wanted = len(rows)
             todo = [i for i in todo if i < wanted]
         teacher.seconds["transfer_build"] = time.perf_counter() - built_started
@@ -304,98 +277,51 @@ class Taught:
         )
 
 
-def taught_rows(
-    store: Store,
-    embedding_set: EmbeddingSet,
-    set_encoder: Encoder,
-    labelled: pd.DataFrame,
-    source: RowSource | None,
-    *,
-    teacher: TeacherHead,
-    soft: pd.DataFrame | None,
-    recipe: TransferRecipe,
-    test_fraction: float,
-    progress: Progress | None,
-) -> Taught:
-    """``distill``'s side of a teaching version: what ``teacher`` made of the rows' texts
-    (through ``source`` or the set's own source query) and ``recipe``'s transfer rows, with
-    the held-out split ``train`` makes of ``labelled`` at ``test_fraction`` and the recipe's
-    seed; ``soft``: the soft labels it stored earlier for the rows (a sidecar teacher's),
-    else they are scored now."""
-    texts = text_source(store, embedding_set, source).texts()
-    onnx, tokenizer_json = store.encoder_bytes(set_encoder.encoder_id)
-    return teach(
-        store,
-        teacher=teacher,
-        labelled=labelled,
-        texts=texts,
-        recipe=recipe,
-        student_encoder=(set_encoder.sha256, onnx, tokenizer_json),
-        test_fraction=test_fraction,
-        seed=recipe.seed,
-        progress=progress,
-        soft=soft,
-    )
+@dataclass(frozen=True)
+class StudentRows:
+    """A student's side of a teaching version (``distill --teacher-head``, or a sidecar's
+    fine-tuned teacher): its set and the set's encoder (whose token embeddings supply the
+    transfer rows' replacement words), its gold labels, its texts (``source``, or the set's own
+    source query), the recipe of its transfer rows, the held-out share ``train`` holds out of
+    those labels (at the recipe's seed), and who hears of the rows the teacher scores."""
 
+    store: Store
+    embedding_set: EmbeddingSet
+    set_encoder: Encoder
+    labelled: pd.DataFrame
+    source: RowSource | None
+    recipe: TransferRecipe
+    test_fraction: float
+    progress: Progress | None = None
 
-def recipe(transfer_rows: int, seed: int) -> TransferRecipe:
-    """The transfer rows a student asks for, validated (before a teacher scores a row)."""
-    return TransferRecipe(rows=transfer_rows, seed=seed).validate()
-
-
-def refuse_two_teachers(soft_labels: str | None) -> None:
-    if soft_labels is not None:
-        raise InvalidParameterError(
-            "pass --teacher-head (a deployed version scores the rows) or --soft-labels (a query "
-            "gives them), not both"
+    def taught(self, teacher: TeacherHead, soft: pd.DataFrame | None = None) -> Taught:
+        """Soft labels from ``teacher`` for every row with a text (labelled, held out or not,
+        and unlabelled; ``soft``: those it stored earlier, a sidecar teacher's), and the
+        recipe's transfer rows made from those the student may learn from: never from a
+        held-out row, and never equal to a held-out row's text."""
+        store, labelled = self.store, self.labelled
+        texts = text_source(store, self.embedding_set, self.source).texts()
+        gold = labelled["label"][present(labelled["label"], "text")]
+        refuse_other_classes(teacher, sorted({str(v) for v in gold}))
+        usable = {k: str(t) for k, t in texts.items() if t is not None and str(t).strip()}
+        if soft is None:
+            soft = own_soft_labels(store, teacher, usable, self.progress)
+        origin, exclude = teach_half.learnable(
+            usable,
+            (labelled["item_key"].tolist(), labelled["label"].tolist()),
+            self.test_fraction,
+            self.recipe.seed,
         )
-
-
-def held_out_keys(labelled: pd.DataFrame, test_fraction: float, seed: int) -> set[str]:
-    """The keys ``distill`` holds out for these labels: the split ``train`` makes."""
-    return evaluation.held_out_keys(
-        labelled["item_key"].tolist(),
-        labelled["label"].tolist(),
-        test_fraction=test_fraction,
-        seed=seed,
-    )
-
-
-def teach(
-    store: Store,
-    *,
-    teacher: TeacherHead,
-    labelled: pd.DataFrame,
-    texts: Mapping[str, Any],
-    recipe: TransferRecipe,
-    student_encoder: tuple[str, bytes, str],
-    test_fraction: float,
-    seed: int,
-    progress: Progress | None = None,
-    soft: pd.DataFrame | None = None,
-) -> Taught:
-    """Soft labels from ``teacher`` for every row of ``texts`` (the student's rows: labelled,
-    held out or not, and unlabelled; unless ``soft`` gives them), and ``recipe``'s transfer
-    rows made from those the student may learn from: never from a held-out row, and never
-    equal to a held-out row's text."""
-    from sqlheads.compute.columns import present
-
-    gold = labelled["label"][present(labelled["label"], "text")]
-    refuse_other_classes(teacher, sorted({str(v) for v in gold}))
-    held_out = held_out_keys(labelled, test_fraction, seed)
-    usable = {k: str(t) for k, t in texts.items() if t is not None and str(t).strip()}
-    if soft is None:
-        soft = own_soft_labels(store, teacher, usable, progress)
-    origin, exclude = learnable_rows(usable, held_out)
-    if progress is not None and recipe.rows:
-        progress(0, None, f"teacher {teacher.head}: transfer rows")
-    made = transfer_soft_labels(
-        store, teacher, origin, recipe, student_encoder, progress, exclude=exclude
-    )
-    taken = set(usable) | set(labelled["item_key"]) | set(soft["item_key"])
-    made.insert(0, "item_key", transfer_keys(taken, len(made)))
-    report = teacher.report() | {
-        "transfer_rows": len(made),
-        "transfer_recipe": asdict(recipe),
-    }
-    return Taught(teacher, soft, made, report)
+        if self.progress is not None and self.recipe.rows:
+            self.progress(0, None, f"teacher {teacher.head}: transfer rows")
+        student_encoder = encoder_ref(store, self.set_encoder, with_bytes=True)
+        made = transfer_soft_labels(
+            store, teacher, origin, self.recipe, student_encoder, self.progress, exclude
+        )
+        taken = set(usable) | set(labelled["item_key"]) | set(soft["item_key"])
+        made.insert(0, "item_key", transfer_keys(taken, len(made)))
+        report = teacher.report() | {
+            "transfer_rows": len(made),
+            "transfer_recipe": asdict(self.recipe),
+        }
+        return Taught(teacher, soft, made, report)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlheads import settings
+from sqlheads.compute.train import TrainParams
 from sqlheads.compute.train import train as train_rows
-from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import EncoderMismatchError
 from sqlheads.store.repository import Store, validate_name
 from sqlheads.verbs import baselines
-from sqlheads.verbs.locks import LOCK_TIMEOUT_MS, holding
+from sqlheads.verbs.locks import holding
 from sqlheads.verbs.rows import RowSource
 from sqlheads.verbs.versions import record_version
 
@@ -23,34 +22,34 @@ def train(
     head: str,
     set_name: str,
     labels: str,
-    params: HeadParams,
-    encoder: str | None = None,
-    test_fraction: float = settings.TEST_FRACTION,
-    deploy: str = settings.DEFAULT_DEPLOY,
-    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
-    progress: Progress | None = None,
+    params: TrainParams,
     source: str | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Train a new version of ``head`` of ``params`` on the set's vectors for the keys
+    """Train a new version of ``head`` as ``params`` says on the set's vectors for the keys
     ``labels`` returns.
 
     The set is held Shared for the whole run (no drop_set under it), the head's lock only while
     the version is written, as ``heads.train`` holds them: two trainings of one head run side
     by side and each gets its own version number; the deploy decision is made against the
-    version deployed when it is written, waiting up to ``lock_timeout_ms`` for the head.
-    ``progress`` hears of each epoch: ``(epochs done, epochs at most)``. The TF-IDF baseline
-    reads the rows' text through ``source``, else the set's stored source query (skipped
-    without either).
+    version deployed when it is written, waiting up to the parameters' ``lock_timeout_ms`` for
+    the head. ``progress`` hears of each epoch: ``(epochs done, epochs at most)``. The TF-IDF
+    baseline reads the rows' text through ``source``, else the set's stored source query
+    (skipped without either). A set whose encoder is not ``params.encoder`` (when given) is
+    refused, and so is one that is not the encoder of the head's earlier versions unless
+    ``params.allow_encoder_change`` (50007): a version scores only sets of its encoder.
     """
-    params = params.validate()
     validate_name("head", head)  # before the training: the head's lock comes only at the write
     embedding_set = store.require_set(set_name)
     set_encoder = store.encoder(embedding_set.encoder_id)
+    encoder = params.encoder
     if encoder is not None and encoder != set_encoder.name:
         raise EncoderMismatchError(
             f"set {set_name!r} holds vectors of encoder {set_encoder.name!r}, not {encoder!r}: "
             "train on a set embedded with that encoder, or drop --encoder"
         )
+    if not params.allow_encoder_change:
+        refuse_another_encoder(store, head, set_name, set_encoder.name)
     labelled = RowSource(store, labels).labels()
     vectors = store.vectors_for_keys(embedding_set.set_id, labelled["item_key"].tolist())
     labelled["vector"] = [vectors.get(k) for k in labelled["item_key"]]
@@ -61,13 +60,11 @@ def train(
         labelled["text"] = texts
     deployed = store.deployed_model(head)
     if progress is not None:
-        progress(0, params.epochs, None)  # training starts now
+        progress(0, params.head_params.epochs, None)  # training starts now
     result = train_rows(
         labelled,
         params=params,
         dim=set_encoder.dim,
-        test_fraction=test_fraction,
-        deploy=deploy,
         deployed_macro_f1=deployed.macro_f1 if deployed else None,
         no_text=no_text,
         progress=progress,
@@ -76,11 +73,25 @@ def train(
         store,
         head,
         embedding_set,
-        set_encoder,
         result,
-        deploy,
-        {},
-        texts,
-        lock_timeout_ms,
+        params.version,
+        texts=texts,
         labelled=labelled["item_key"].tolist(),
+    )
+
+
+def refuse_another_encoder(store: Store, head: str, set_name: str, encoder: str) -> None:
+    """Refuse (50007) a version of ``head`` on a set of ``encoder`` when the head's earlier
+    versions were trained on another: deployed, it would score none of their sets (predict
+    refuses a set of another encoder), and the versions' metrics would compare two encoders."""
+    earlier = store.read_view("model_summary", head=head)["encoder_name"]
+    others = sorted(set(earlier) - {encoder})
+    if not others:
+        return
+    raise EncoderMismatchError(
+        f"head {head!r} has versions on encoder {', '.join(map(repr, others))}, and set "
+        f"{set_name!r} holds vectors of {encoder!r}: a version scores only sets of its own "
+        f"encoder. Train a head of its own for {encoder!r} (--head {head}_{encoder}), or pass "
+        f"--allow-encoder-change to make this version of {head!r} one on {encoder!r} (deployed, "
+        "it scores only sets of that encoder)"
     )

@@ -14,10 +14,11 @@ import pandas as pd
 
 from sqlheads import settings
 from sqlheads.compute.columns import TRAIN_OUTPUT
-from sqlheads.store import server_versions
+from sqlheads.compute.versions import VersionParams
+from sqlheads.store import boundary, claims, server_versions
 from sqlheads.store.deployments import deploy_replacing
 from sqlheads.store.queue_drift import record_labelled_keys
-from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Encoder, Model, Store
+from sqlheads.store.repository import HEAD_BUSY, EmbeddingSet, Model, Store
 from sqlheads.verbs import baselines
 from sqlheads.verbs.deploy import rescorer
 from sqlheads.verbs.locks import LOCK_TIMEOUT_MS
@@ -36,20 +37,20 @@ def record_version(
     store: Store,
     head: str,
     embedding_set: EmbeddingSet,
-    set_encoder: Encoder,
     result: pd.Series,
-    deploy: str,
-    extra: dict[str, Any],
+    version: VersionParams,
+    *,
+    extra: dict[str, Any] | None = None,
     texts: list[Any] | None = None,
-    lock_timeout_ms: int = LOCK_TIMEOUT_MS,
     labelled: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Store a trained or distilled version and deploy it if its policy ``deploy`` says so
-    against the version deployed now, under the head's lock (:func:`add_version`); the
-    summary. ``extra`` is the columns of ``models`` the row does not carry, ``texts`` the
-    rows' (for the baseline's verdict), ``lock_timeout_ms`` how long to wait for the head,
-    ``labelled`` the keys with gold labels it was trained or scored on (the label queue and
-    drift leave them out)."""
+    """Store a trained or distilled version of the set's encoder and deploy it if its
+    ``version.deploy`` policy says so against the version deployed now, under the head's lock
+    (:func:`add_version`, waiting ``version.lock_timeout_ms`` for it); the summary. ``extra``
+    is the columns of ``models`` the row does not carry, ``texts`` the rows' (for the
+    baseline's verdict), ``labelled`` the keys with gold labels it was trained or scored on
+    (the label queue and drift leave them out)."""
+    set_encoder = store.encoder(embedding_set.encoder_id)
     against_baseline = baselines.columns(result["metrics_json"])
     written = add_version(
         store,
@@ -66,10 +67,10 @@ def record_version(
             "rows_test": int(result["rows_test"]),
             "parameters": int(result["parameters"]),
             **against_baseline,
-            **extra,
+            **(extra or {}),
         },
-        deploy,
-        lock_timeout_ms,
+        version.deploy,
+        version.lock_timeout_ms,
         labelled or [],
     )
     model, previous = written.model, written.previous_macro_f1
@@ -109,19 +110,24 @@ def add_version(
     """Store a new version and deploy it if ``deploy`` (the policy) decides so against the
     version deployed now, in one transaction under the head's Exclusive lock, as
     ``heads.add_version`` does on SQL Server (and there by that procedure, which takes the lock
-    itself, waiting heads.settings' lock_timeout_ms): the lock is held for the write alone,
+    itself, waiting heads.settings' lock_timeout_ms; on SQLite the same work stands for that
+    procedure, with its scope for a sidecar's job): the lock is held for the write alone,
     never for a training (``lock_timeout_ms``: how long to wait for it), and a deploy that
     fails leaves no undeployed version behind, so a sidecar job's retries do not pile
     versions up. The keys the version was trained and scored on (``labelled_keys``) are
-    written with it."""
-    deploy = settings.choice("deploy", deploy)
+    written with it. ``deploy`` is a canonical policy (a parameter object's)."""
     if not store.is_sqlite:
         return Written(*server_versions.add_version(store, values, deploy, labelled_keys))
     head = values["head"]
     with (
         store.lock("head", head, lock_timeout_ms, HEAD_BUSY),
         store.engine.begin() as connection,
+        boundary.procedure("heads.add_version"),
     ):
+        if store.claim is not None:  # a sidecar's: its job's head, set and policy (50072)
+            deploy = settings.choice(
+                "deploy", claims.check_version(connection, store.claim, values)
+            )
         deployed = store.deployed_model(head)
         previous = deployed.macro_f1 if deployed else None
         decided = settings.decide_deploy(deploy, float(values["macro_f1"]), previous)

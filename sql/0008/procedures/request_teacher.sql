@@ -1,7 +1,7 @@
 -- heads.request_teacher: queue fine-tuning a teacher on a head's labels for the GPU sidecar,
 -- then its soft labels for every row of the set and the students (@students: a comma list of
--- encoder and word; N'' for none), as `sqlheads request-teacher` does. @student_layers (revision
--- 0008): the transformer layers the encoder student keeps of @student_model's (NULL: all).
+-- encoder and word; N'' for none), as `sqlheads request-teacher` does. @student_layers: the
+-- transformer layers the encoder student keeps of @student_model's (NULL: all).
 --
 -- @labels (item_key, label) and @source (item_key, text; default: the set's stored source
 -- query, for its author alone: heads.set_source) run once here, with the caller's own
@@ -12,7 +12,8 @@
 -- FOR JSON; a parameter left NULL is left out, and the sidecar's Python completes it with its
 -- default (sqlheads.teacher_job.validate_teacher_request), so no default is restated here.
 -- Keys are compared in BIN2, as heads.request_embed and the sidecar compare them: under a
--- case-insensitive collation 'A' and 'a' would merge (revision 0007).
+-- case-insensitive collation 'A' and 'a' would merge (revision 0007). The job records the
+-- requester's USER_SID() too (revision 0008): heads.jobs and heads.cancel_job compare it.
 -- Result: job_id, head, set, parameters_json.
 -- Errors: 50001, 50002, 50003, 50012, 50014, 50017, 50024, 50071 (see README); and any error of the
 -- caller's queries (e.g. 229: the caller may not read a table they name).
@@ -149,11 +150,11 @@ BEGIN
         BEGIN TRANSACTION;
         INSERT INTO heads.job_queue (
             kind, state, head, set_name, parameters_json, max_attempts, requested_by,
-            requested_user
+            requested_user, requested_sid
         )
         VALUES (
             'teacher', 'queued', @head, @set, @parameters, @max_attempts, ORIGINAL_LOGIN(),
-            USER_NAME()
+            USER_NAME(), USER_SID()
         );
         SET @job_id = SCOPE_IDENTITY();
         -- Every source row with its label (NULL: unlabelled), and labelled keys without text

@@ -116,9 +116,10 @@ def export_encoder(
     ``progress`` hears, as a stage, which of the two it is doing: reading this machine's cached
     export, or exporting (a minute or more on a CPU).
 
-    ``quantization="int8"`` applies onnxruntime's BERT fusions and per-channel dynamic int8
-    quantisation after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with
-    the fusions. Which weight MatMuls int8 covers is the catalogue's record for a catalogue
+    ``quantization="int8"`` applies onnxruntime's BERT fusions and int8 quantisation with
+    per-row activation scales (:func:`quantize_int8`: a row's vector does not depend on its
+    batch) after the fp32 graph has passed the parity check; ``"none"`` keeps fp32 with the
+    fusions. Which weight MatMuls int8 covers is the catalogue's record for a catalogue
     model (known by its weights' sha256); any other model is judged once on ``int8_sample``
     (:mod:`engine.encoders.int8`), which it then needs. The choice and its figures are in the
     graph's metadata (:func:`int8_decision`). Exports are cached on disk by model directory and
@@ -196,7 +197,8 @@ def _export_cache_key(model_dir: Path, max_length: int, quantization: str) -> st
             digest.update(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
     # v5: residual Add + LayerNormalization not fused (the CPU's SkipLayerNormalization is
     # slow); the int8 choice from the catalogue or a labelled sample, recorded in the graph.
-    digest.update(f"{max_length}:{quantization}:v5".encode())
+    # v6: int8 activations quantised per row (engine.encoders.int8_graph); pooling by a running sum.
+    digest.update(f"{max_length}:{quantization}:v6".encode())
     return digest.hexdigest()[:32]
 
 
@@ -288,7 +290,12 @@ def _export(
 
 
 class MeanPooledEncoder(torch.nn.Module):
-    """Transformer + mask-aware mean pooling + L2 normalisation, as sentence-transformers."""
+    """Transformer + mask-aware mean pooling + L2 normalisation, as sentence-transformers.
+
+    The tokens are summed by a running sum along the text, read at its end: padding adds exact
+    zeros after the text's tokens, so a text's sum is the same bits in any batch. A sum over the
+    padded axis (ReduceSum) is rounded differently by the batch's shape (5e-8 apart, issue 35).
+    """
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
@@ -297,7 +304,8 @@ class MeanPooledEncoder(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+        summed = (hidden * weights).cumsum(dim=1)[:, -1]
+        pooled = summed / weights.sum(dim=1).clamp(min=1e-9)
         return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
 
@@ -461,32 +469,42 @@ def int8_kind(onnx_bytes: bytes, model_dir: Path) -> str:
     return INT8 if floats == 0 else INT8_PARTIAL
 
 
-@without_preprocessing_advice()
 def quantize_int8(onnx_bytes: bytes, exclude: re.Pattern[str] | None = None) -> bytes:
-    """Per-channel dynamic int8; MatMul nodes whose name ``exclude`` matches stay fp32.
+    """Batch-invariant int8: every product by a stored weight with per-row activation scales
+    (:func:`sqlheads.engine.encoders.int8_graph.quantize_rows`: a row's vector depends on its text
+    alone, whatever shares its batch); MatMul nodes whose name ``exclude`` matches stay fp32.
 
-    Weights are 7-bit (``reduce_range``): on x86 CPUs without VNNI (AVX2, AVX-512F) onnxruntime
-    multiplies uint8 activations by int8 weights in pairs summed in int16 (VPMADDUBSW), which
-    saturates once 255 x (|w1| + |w2|) passes 32,767; weights within +-64 never do, so the
-    integer products are the same on CPUs with VNNI and without (8-bit weights cost
-    all-MiniLM-L6-v2 cosine 0.962 against 0.975 on a CPU without VNNI). Per channel: per tensor,
-    MiniLM's vectors fell to cosine 0.866 to fp32 on average, 0.769 at worst, on 600 Rotten
-    Tomatoes reviews (0.9904 and 0.9779 per channel).
+    Weights are per output column and 7-bit: on x86 CPUs without VNNI (AVX2, AVX-512F)
+    onnxruntime multiplies uint8 activations by int8 weights in pairs summed in int16
+    (VPMADDUBSW), which saturates once 255 x (|w1| + |w2|) passes 32,767; weights within +-64
+    never do, so the integer products are the same on CPUs with VNNI and without (8-bit weights
+    cost all-MiniLM-L6-v2 cosine 0.962 against 0.975 on a CPU without VNNI). Per channel: per
+    tensor, MiniLM's vectors fell to cosine 0.866 to fp32 on average, 0.769 at worst, on 600
+    Rotten Tomatoes reviews (0.9904 and 0.9779 per channel).
+
+    Embedding tables (EmbedLayerNormalization, Gather) are stored int8 too, by onnxruntime's
+    quantiser: a table look-up quantises no activation, so it is the same whatever the batch.
     """
+    from sqlheads.engine.encoders.int8_graph import quantize_rows
+
+    return quantize_rows(_quantized_lookups(onnx_bytes), exclude)
+
+
+@without_preprocessing_advice()
+def _quantized_lookups(onnx_bytes: bytes) -> bytes:
+    """The graph with its embedding tables int8 (onnxruntime's weight-only quantisation of
+    look-ups); every other node as it was."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    graph = onnx.load_from_string(onnx_bytes).graph
-    excluded = [n.name for n in graph.node if exclude is not None and exclude.search(n.name)]
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         source.write_bytes(onnx_bytes)
         quantize_dynamic(
             str(source),
             str(target),
-            per_channel=True,
+            op_types_to_quantize=["EmbedLayerNormalization", "Gather"],
             reduce_range=True,
             weight_type=QuantType.QInt8,
-            nodes_to_exclude=excluded,
             # Fused nodes (com.microsoft domain) defeat shape inference; their outputs are float.
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )

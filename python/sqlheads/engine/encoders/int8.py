@@ -15,14 +15,15 @@ What a user loses is judged on a labelled sample (Rotten Tomatoes' fixed split, 
   the difference moved from -0.2 to +0.8 point between three draws of rows (MiniLM, measured),
   so a point is about the smallest loss the sample tells from noise;
 - the mean cosine between int8 and fp32 vectors: at least :data:`MEAN_COSINE_TARGET`. A head
-  hardly sees it (all-mpnet-base-v2 with every MatMul int8: mean cosine 0.858, yet a head lost
-  0.35 point), but a search or a clustering over the stored vectors does;
+  hardly sees it (all-mpnet-base-v2 with every MatMul int8 on one activation scale per tensor,
+  before issue 35: mean cosine 0.858, yet a head lost 0.35 point), but a search or a clustering
+  over the stored vectors does;
 - the minimum cosine, a sanity floor (:data:`MIN_COSINE_FLOOR`): under it the graph is broken,
   not lossy, and the export is refused.
 
 A minimum over a handful of sentences is no measure of loss: it is a knife edge that moves with
-the CPU's kernels (MiniLM's int8 graph on five sentences: 0.9685 on one CPU, 0.975 on another),
-which is why it decides nothing here but whether a graph is broken.
+the CPU's kernels (MiniLM's per-tensor int8 graph on five sentences: 0.9685 on one CPU, 0.975 on
+another), which is why it decides nothing here but whether a graph is broken.
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ INT8, INT8_PARTIAL = "int8", "int8-partial"
 # feed-forward output projections kept float.
 CHOICES = (INT8, INT8_PARTIAL)
 ACCURACY_LOSS_POINTS = 1.0
-# all-MiniLM-L6-v2's int8 graph: 0.9905 on Rotten Tomatoes; all-mpnet-base-v2's: 0.858 with
-# every MatMul int8 (its feed-forward outliers), 0.988 with the feed-forward outputs fp32.
+# Rotten Tomatoes, activations quantised per row (engine.encoders.int8_graph): all-MiniLM-L6-v2
+# 0.9949, all-mpnet-base-v2 0.9934 with every MatMul int8; on one activation scale per tensor
+# MPNet fell to 0.858 (its feed-forward outliers) and needed those projections fp32 (0.988).
 MEAN_COSINE_TARGET = 0.98
-# Far under any int8 graph that works (MiniLM 0.964 over 8,530 reviews), far over a broken
-# one (MiniLM quantised per tensor instead of per channel: 0.769 on 600 reviews, mean 0.866).
+# Far under any int8 graph that works (MiniLM 0.976 over 8,530 reviews), far over a broken
+# one (MiniLM's weights quantised per tensor instead of per channel: 0.769 on 600 reviews).
 MIN_COSINE_FLOOR = 0.90
 METADATA_KEY = "sqlheads.int8"
 LIMITS = (

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sqlheads.engine.constraints import Instance, Interval, OneOf, Params, Text, param
 from sqlheads.engine.progress import Progress
 from sqlheads.errors import DimensionMismatchError, EncoderNotCachedError, InvalidParameterError
 
@@ -252,6 +253,17 @@ def encoder_session(
     )
 
 
+@dataclass(frozen=True)
+class Batching(Params):
+    """How an encoder cuts texts into batches: a text past ``max_length`` tokens as pooled
+    windows or its first window (``long_text``), at most ``batch_size`` windows a batch and,
+    unless ``batch_tokens`` is None, at most that many padded tokens."""
+
+    long_text: str = param(LONG_TEXT_MODES[0], OneOf(LONG_TEXT_MODES))
+    batch_size: int = param(32, Interval(int, 1))
+    batch_tokens: int | None = param(DEFAULT_BATCH_TOKENS, Interval(int, 1), None)
+
+
 class OnnxEncoder:
     """Embeds texts with an exported encoder: length-sorted batches, pooled windows."""
 
@@ -294,15 +306,9 @@ class OnnxEncoder:
         def run(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
             return self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
+        batching = Batching(long_text, batch_size, batch_tokens)
         return encode_windows(
-            self._tokenizer,
-            texts,
-            run,
-            dim=self.dim,
-            long_text=long_text,
-            batch_size=batch_size,
-            batch_tokens=batch_tokens,
-            progress=progress,
+            self._tokenizer, texts, run, batching, dim=self.dim, progress=progress
         )
 
 
@@ -310,11 +316,9 @@ def encode_windows(
     tokenizer: Tokenizer,
     texts: Sequence[str],
     run: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    batching: Batching,
     *,
     dim: int,
-    long_text: str,
-    batch_size: int,
-    batch_tokens: int | None,
     progress: Progress | None,
     windows: list[list[list[int]]] | None = None,
 ) -> Encoded:
@@ -327,17 +331,8 @@ def encode_windows(
     session and PyTorch (:mod:`engine.encoders.torch_encoder`) both go through here, so their
     windows, truncation and averaging cannot drift apart.
     """
-    if long_text not in LONG_TEXT_MODES:
-        raise InvalidParameterError(
-            f"long_text {long_text!r} is not one of {LONG_TEXT_MODES}: pass 'window' or 'truncate'"
-        )
-    if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
-        raise InvalidParameterError(
-            f"batch_size {batch_size} and batch_tokens {batch_tokens} must be at least 1"
-        )
-    per_text = (
-        tokenizer.windows(texts, truncate=long_text == "truncate") if windows is None else windows
-    )
+    truncate = batching.long_text == "truncate"
+    per_text = tokenizer.windows(texts, truncate=truncate) if windows is None else windows
     flat = [window for windows in per_text for window in windows]
     owner = np.repeat(np.arange(len(per_text)), [len(w) for w in per_text])
     window_vectors = np.zeros((len(flat), dim), dtype=np.float32)
@@ -347,7 +342,7 @@ def encode_windows(
     # Outputs are read back after the last batch, not after each: a GPU's results (see
     # torch_encoder) then copy to the host once, and the device never waits for the host.
     pending, done = [], 0
-    for chunk in length_batches(order, lengths, batch_size, batch_tokens):
+    for chunk in length_batches(order, lengths, batching.batch_size, batching.batch_tokens):
         ids, mask = tokenizer.pad([flat[i] for i in chunk])
         out = run(ids, mask)
         if out.shape[1] != dim:
@@ -415,18 +410,29 @@ def is_cached(sha256: str) -> bool:
     return (cached_encoder_path(sha256) / "meta.json").is_file()
 
 
-def load_encoder(
-    sha256: str,
-    *,
-    onnx: bytes | None = None,
-    tokenizer_json: str | None = None,
-    dim: int | None = None,
-    max_length: int | None = None,
-    threads: int | None = None,
-) -> OnnxEncoder:
-    """The encoder with this sha256, from memory, the disk cache, or the bytes passed.
+GRAPH = Instance((bytes, bytearray), "an ONNX graph's bytes")
 
-    A copy on disk is used only if it still hashes to ``sha256``: the folder is shared by every
+
+@dataclass(frozen=True)
+class EncoderRef(Params):
+    """A registered encoder as a script or a verb names it: its ``sha256`` (the cache's key),
+    and, for a process whose cache lacks it, its bytes (``onnx``, ``tokenizer_json``) with its
+    ``dim`` and windows (``max_length``). At a door: ``encoder_sha256``, ``encoder_onnx``,
+    ``tokenizer_json``, ``dim``, ``max_length`` (the names T-SQL passes)."""
+
+    sha256: str | None = param(None, Text("an encoder's sha256"), None, flat="encoder_sha256")
+    onnx: bytes | None = param(
+        None, Instance((bytes,), "an ONNX graph's bytes"), None, flat="encoder_onnx"
+    )
+    tokenizer_json: str | None = param(None, Text("a tokenizer's JSON"), None)
+    dim: int | None = param(None, Interval(int, 1), None)
+    max_length: int | None = param(None, Interval(int, 1), None)  # tokens per window
+
+
+def load_encoder(encoder: EncoderRef, *, threads: int | None = None) -> OnnxEncoder:
+    """The encoder ``encoder`` names, from memory, the disk cache, or the bytes it carries.
+
+    A copy on disk is used only if it still hashes to its sha256: the folder is shared by every
     user of the server's scripts, so it is verified, not trusted. A folder the process may not
     write (SQL Server's sandbox runs scripts as another user) is not an error: the encoder is
     then built from the bytes in memory, for this process only.
@@ -434,6 +440,7 @@ def load_encoder(
     Raises :class:`EncoderNotCachedError` when no verified copy is at hand and no bytes were
     passed: the caller (a T-SQL procedure) then calls again with the blob.
     """
+    sha256, max_length = encoder.sha256 or "", encoder.max_length
     for (loaded_sha, window, loaded_threads), loaded in _loaded.items():
         # A caller without a window of its own (heads.embed passes the sha256 alone) takes the
         # one this process already loaded the bytes with.
@@ -442,6 +449,7 @@ def load_encoder(
     folder = cached_encoder_path(sha256)
     cached = _verified_cache(folder, sha256)
     if cached is None:
+        onnx, tokenizer_json, dim = encoder.onnx, encoder.tokenizer_json, encoder.dim
         if onnx is None or tokenizer_json is None or dim is None or max_length is None:
             raise EncoderNotCachedError(
                 f"encoder {sha256[:12]} is not in the cache at {folder} (or its copy there "
@@ -464,15 +472,15 @@ def load_encoder(
     # The same bytes may be registered with other window lengths (two databases sharing this
     # cache, or a test's 64-token fp32 MiniLM): the caller's registration decides the windows,
     # the cache folder's note only when the caller has none to give.
-    encoder = OnnxEncoder(
+    loaded = OnnxEncoder(
         model,
         tokenizer_json,
         dim=meta["dim"],
         max_length=max_length or meta["max_length"],
         threads=threads,
     )
-    _loaded[(sha256, encoder.max_length, threads)] = encoder
-    return encoder
+    _loaded[(sha256, loaded.max_length, threads)] = loaded
+    return loaded
 
 
 def _verified_cache(folder: Path, sha256: str) -> tuple[Path, str, dict] | None:

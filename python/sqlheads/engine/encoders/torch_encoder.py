@@ -26,6 +26,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub is unreachable
@@ -33,9 +34,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from sqlheads.engine.constraints import Interval, OneOf, Params, param  # noqa: E402
 from sqlheads.engine.devices import resolve_device, supports_bf16, to_device  # noqa: E402
 from sqlheads.engine.encoders.onnx_encoder import (  # noqa: E402
     DEFAULT_BATCH_TOKENS,
+    Batching,
     Encoded,
     Tokenizer,
     bucket_width,
@@ -89,6 +92,23 @@ def resolve_source(source: str) -> Path:
     )
 
 
+@dataclass(frozen=True)
+class TorchOptions(Params):
+    """How PyTorch runs an encoder: ``precision`` (auto: bf16 where it agrees with fp32),
+    ``attention`` (:data:`ATTENTION`), ``pad_multiple`` (None: :data:`GPU_PAD_MULTIPLE` on CUDA,
+    1 elsewhere) that rounds each batch's width up, and ``pipeline_rows`` (None:
+    :data:`GPU_PIPELINE_ROWS` on CUDA, 0 elsewhere: serial), the texts tokenised ahead while
+    the device works."""
+
+    precision: str = param("auto", OneOf(PRECISIONS))
+    attention: str = param("auto", OneOf(ATTENTION))
+    pad_multiple: int | None = param(None, Interval(int, 1, 512), None)
+    pipeline_rows: int | None = param(None, Interval(int, 0), None)  # 0: tokenise all first
+
+
+DEFAULT_OPTIONS = TorchOptions()
+
+
 class TorchEncoder:
     """Embeds texts with PyTorch, as :class:`OnnxEncoder` does with onnxruntime."""
 
@@ -100,33 +120,14 @@ class TorchEncoder:
         dim: int,
         max_length: int,
         device: torch.device,
-        precision: str = "auto",
-        attention: str = "auto",
-        pad_multiple: int | None = None,
-        pipeline_rows: int | None = None,
+        options: TorchOptions = DEFAULT_OPTIONS,
     ) -> None:
-        """``pad_multiple`` (None: :data:`GPU_PAD_MULTIPLE` on CUDA, 1 elsewhere) rounds each
-        batch's width up; ``pipeline_rows`` (None: :data:`GPU_PIPELINE_ROWS` on CUDA, 0
-        elsewhere: serial) is how many texts are tokenised ahead while the device works."""
         from transformers import AutoConfig, AutoModel
         from transformers.utils import logging as transformers_logging
 
         from sqlheads.engine.encoders.export import MeanPooledEncoder, max_positions
 
-        if precision not in PRECISIONS:
-            raise InvalidParameterError(
-                f"precision {precision!r} is not one of {PRECISIONS}: pass 'auto', 'bf16' or 'fp32'"
-            )
-        if attention not in ATTENTION:
-            raise InvalidParameterError(
-                f"attention {attention!r} is not one of {ATTENTION}: pass 'auto', 'no-cudnn' "
-                "or 'default'"
-            )
-        if not 1 <= (pad_multiple or 1) <= 512 or (pipeline_rows or 0) < 0:
-            raise InvalidParameterError(
-                f"pad_multiple {pad_multiple} must be between 1 and 512 and pipeline_rows "
-                f"{pipeline_rows} at least 0 (0: tokenise everything first)"
-            )
+        precision, attention = options.precision, options.attention
         if device.type == "cuda":
             # A GPU asked for and absent is refused as everywhere (50055), before any loading.
             device = resolve_device(str(device))
@@ -161,9 +162,9 @@ class TorchEncoder:
         self.device = device
         on_gpu = device.type == "cuda"
         self.attention = ("no-cudnn" if on_gpu else "default") if attention == "auto" else attention
-        self.pad_multiple = pad_multiple or (GPU_PAD_MULTIPLE if on_gpu else 1)
+        self.pad_multiple = options.pad_multiple or (GPU_PAD_MULTIPLE if on_gpu else 1)
         self.pipeline_rows = (
-            GPU_PIPELINE_ROWS if pipeline_rows is None and on_gpu else pipeline_rows
+            GPU_PIPELINE_ROWS if options.pipeline_rows is None and on_gpu else options.pipeline_rows
         )
         # Decided on the first batch for "auto" on a bf16 device; fixed now otherwise.
         self.precision: str | None = None if precision == "auto" else precision
@@ -184,19 +185,16 @@ class TorchEncoder:
         dim: int,
         max_length: int,
         device: torch.device,
-        precision: str = "auto",
-        **settings: object,
+        options: TorchOptions = DEFAULT_OPTIONS,
     ) -> TorchEncoder:
-        """The encoder registered with ``source`` and ``tokenizer_json``, on ``device``
-        (``settings``: ``attention``, ``pad_multiple``, ``pipeline_rows``)."""
+        """The encoder registered with ``source`` and ``tokenizer_json``, on ``device``."""
         return cls(
             resolve_source(source),
             tokenizer_json,
             dim=dim,
             max_length=max_length,
             device=device,
-            precision=precision,
-            **settings,
+            options=options,
         )
 
     def encode(
@@ -210,17 +208,14 @@ class TorchEncoder:
     ) -> Encoded:
         """L2-normalised vectors, one row per text, exactly as :meth:`OnnxEncoder.encode`;
         in chunks of :attr:`pipeline_rows` texts, each tokenised while the one before runs."""
-        options = {
-            "dim": self.dim,
-            "long_text": long_text,
-            "batch_size": batch_size,
-            "batch_tokens": batch_tokens,
-        }
+        batching = Batching(long_text, batch_size, batch_tokens)
         rows = self.pipeline_rows or len(texts)
         if len(texts) <= rows:
-            return encode_windows(self._tokenizer, texts, self._run, progress=progress, **options)
+            return encode_windows(
+                self._tokenizer, texts, self._run, batching, dim=self.dim, progress=progress
+            )
         chunks = [texts[start : start + rows] for start in range(0, len(texts), rows)]
-        truncate = long_text == "truncate"
+        truncate = batching.long_text == "truncate"
         parts, before = [], 0  # windows embedded by the parts before: progress counts on
         with ThreadPoolExecutor(1, thread_name_prefix="tokenize") as pool:
             ahead = pool.submit(self._tokenizer.windows, chunks[0], truncate=truncate)
@@ -235,7 +230,13 @@ class TorchEncoder:
                 part = after(progress, before, whole)
                 parts.append(
                     encode_windows(
-                        self._tokenizer, chunk, self._run, windows=windows, progress=part, **options
+                        self._tokenizer,
+                        chunk,
+                        self._run,
+                        batching,
+                        dim=self.dim,
+                        progress=part,
+                        windows=windows,
                     )
                 )
                 before += count

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sqlheads.errors import check_ranges
+from sqlheads.engine.constraints import MISSING, Interval, Params, param
 
 # Two sentence vectors (MiniLM, MPNet) this close are paraphrases or copies of one text;
 # measured on Rotten Tomatoes by bench/active.py, which also compares looser settings.
 MAX_COSINE = 0.9
+MAX_ROWS = 100_000  # one queue; a person labels far fewer in a round
 
 
 def margins(probabilities: np.ndarray) -> np.ndarray:
@@ -32,7 +33,7 @@ def margins(probabilities: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class DiverseQueue:
+class DiverseQueue(Params):
     """Pick ``n`` rows in margin order, skipping near-duplicates of rows already picked.
 
     ``max_cosine``: a candidate whose cosine with a picked row is above this is passed over
@@ -41,18 +42,8 @@ class DiverseQueue:
     shorter than the rows it was given allow.
     """
 
-    n: int
-    max_cosine: float = MAX_COSINE
-
-    def validate(self) -> DiverseQueue:
-        check_ranges(
-            self,
-            [
-                (isinstance(self.n, int) and self.n >= 1, "n", "of at least 1, e.g. 100"),
-                (0 < self.max_cosine <= 1, "max_cosine", "in (0, 1], e.g. 0.9"),
-            ],
-        )
-        return self
+    n: int = param(MISSING, Interval(int, 1, MAX_ROWS))
+    max_cosine: float = param(MAX_COSINE, Interval(float, 0, 1, "right"))
 
     def select(self, vectors: np.ndarray, has_vector: np.ndarray | None = None) -> np.ndarray:
         """Positions of the picked rows among candidates given in margin order (best first).
@@ -61,7 +52,6 @@ class DiverseQueue:
         ``has_vector`` marks the rows whose vector is known: a row without one (its row of
         ``vectors`` is ignored) cannot be compared, and is taken in its turn.
         """
-        self.validate()
         unit = np.array(vectors, dtype=np.float32, ndmin=2)
         count = len(unit)
         known = np.ones(count, dtype=bool) if has_vector is None else np.asarray(has_vector, bool)

@@ -8,39 +8,36 @@ batching and the loss (:func:`sqlheads.engine.students.losses.distillation_loss`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from sqlheads.engine.constraints import SEED, Interval, Params, param
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.training.batches import batch_order
-from sqlheads.errors import check_ranges
+from sqlheads.errors import InvalidParameterError
 
 
-@dataclass
-class DistillParams:
+@dataclass(frozen=True)
+class DistillParams(Params):
     """How a student learns from its teacher; the defaults were measured on Rotten Tomatoes
     with the mpnet-rt teacher (see docs/benchmarks.md, "students")."""
 
-    temperature: float = 4.0
-    gold_weight: float = 0.0  # weight of cross-entropy on gold labels; 0: the seed's KL only
-    epochs: int | None = None  # None: the student kind's default
-    lr: float | None = None  # None: the student kind's default
-    weight_decay: float = 0.0
-    batch_size: int = 64
-    seed: int = 0
+    temperature: float = param(4.0, Interval(float, 0, 100, "right"))
+    # weight of cross-entropy on gold labels; 0: the teacher's KL only
+    gold_weight: float = param(0.0, Interval(float, 0, 1))
+    epochs: int | None = param(None, Interval(int, 1, 1000), None)  # None: the student kind's
+    lr: float | None = param(None, Interval(float, 0, 1, "right"), None)  # None: the kind's
+    weight_decay: float = param(0.0, Interval(float, 0, 1, "left"))
+    batch_size: int = param(64, Interval(int, 1, 65_536))
+    seed: int = param(0, SEED)
 
-    def validate(self) -> DistillParams:
-        checks = [
-            (0 < self.temperature <= 100, "temperature", "in (0, 100], e.g. 2"),
-            (0 <= self.gold_weight <= 1, "gold_weight", "in [0, 1]; 0 distils on KL alone"),
-            (self.epochs is None or 1 <= self.epochs <= 1000, "epochs", "between 1 and 1000"),
-            (self.lr is None or 0 < self.lr <= 1, "lr", "in (0, 1], e.g. 1e-3"),
-            (0 <= self.weight_decay < 1, "weight_decay", "in [0, 1)"),
-            (1 <= self.batch_size <= 65_536, "batch_size", "between 1 and 65536"),
-        ]
-        check_ranges(self, checks)
-        return self
+    def with_defaults(self, epochs: int, lr: float) -> DistillParams:
+        """These parameters with a student's own epochs and learning rate where they give
+        none (these themselves when they give both: nothing to check again)."""
+        if self.epochs is not None and self.lr is not None:
+            return self
+        return replace(self, epochs=self.epochs or epochs, lr=self.lr or lr)
 
 
 def fit_student(
@@ -50,12 +47,11 @@ def fit_student(
     gold: np.ndarray,
     params: DistillParams,
     *,
-    epochs: int,
-    lr: float,
     lengths: np.ndarray | None = None,
     progress: Progress | None = None,
 ) -> list[float]:
-    """Fit ``net`` in place; returns the mean loss of each epoch.
+    """Fit ``net`` in place for ``params.epochs`` at ``params.lr`` (the kind's, given when the
+    caller gave none); returns the mean loss of each epoch.
 
     ``teacher_logits`` is (rows, classes) with NaN rows where a row has no soft label; ``gold``
     holds class indices, -1 where a row has no gold label. Adam with amsgrad and a linear decay
@@ -65,6 +61,12 @@ def fit_student(
 
     from sqlheads.engine.students.losses import distillation_loss
 
+    epochs, lr = params.epochs, params.lr
+    if epochs is None or lr is None:
+        raise InvalidParameterError(
+            "a student distils with given epochs and lr: pass DistillParams(epochs=..., lr=...), "
+            "or take the kind's (DistillParams.with_defaults)"
+        )
     torch.manual_seed(params.seed)
     generator = np.random.default_rng(params.seed)
     has_teacher = ~np.isnan(teacher_logits).any(axis=1)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sqlheads.engine.constraints import Interval, OneOf, Params, Text, allowed_of, param
 from sqlheads.engine.encoders.text_classifier import (
     OnnxTextClassifier,
     export_checked,
@@ -34,9 +35,8 @@ from sqlheads.engine.encoders.text_classifier import (
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.word.student import FittedTextStudent
-from sqlheads.engine.training.params import COMPILE_CHOICES, PRECISIONS, TunerParams
-from sqlheads.engine.training.tuner import Tuner, data_fingerprint
-from sqlheads.errors import InvalidParameterError, check_ranges
+from sqlheads.engine.training.params import TunerParams
+from sqlheads.errors import InvalidParameterError
 
 KIND = "encoder_student"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -45,6 +45,7 @@ PARITY_ROWS = 32
 # a few thousandths for a barely trained student, 0.059 at worst on 32 rows for MiniLM distilled
 # on Rotten Tomatoes (confident outputs move more); beyond this the student ships in fp32.
 INT8_TOLERANCE = 0.1
+MODEL = "a catalogue model name or a Hugging Face directory"
 # Which of the model's layers a shallower student keeps (kept_layers).
 LAYER_CHOICES = ("spread", "first", "spread_to_last")
 LAYER_CHOICE = "spread"
@@ -63,42 +64,59 @@ POOLINGS = ("mean", "cls")
 POOLING = "mean"
 
 
-@dataclass
-class EncoderStudentParams:
+def _tuner(name: str) -> tuple:
+    """What :class:`TunerParams` accepts for ``name``: the knob the tuner reads, checked where
+    the encoder student's parameters are built."""
+    return allowed_of(TunerParams, name)
+
+
+@dataclass(frozen=True)
+class EncoderStudentParams(Params):
     """What the encoder student is made of; its epochs, lr and seed come from
-    :class:`DistillParams`, as for every student."""
+    :class:`DistillParams`, as for every student. At a door: ``student_model``, ``max_length``,
+    ``max_steps``, ``device`` (and ``work_dir``, where a sidecar job keeps its checkpoints)."""
 
-    model: str = DEFAULT_MODEL  # catalogue name or local Hugging Face directory
-    max_length: int = 128
-    batch_size: int = 32
-    warmup_ratio: float = 0.1
-    grad_accumulation: int = 1
-    patience: int = 2
-    compile: str = "auto"
-    precision: str = "auto"
-    max_steps: int | None = None
-    device: str = "auto"
-    int8_tolerance: float = INT8_TOLERANCE  # largest probability move int8 may make vs fp32
-    layers: int | None = None  # transformer layers kept of the model's; None: all of them
-    layer_choice: str = LAYER_CHOICE  # which ones (kept_layers)
-    feature_weight: float = FEATURE_WEIGHT  # the teacher-vector loss's weight; 0: none
-    pooling: str = POOLING  # what the classification layer reads (POOLINGS)
+    # catalogue name or local Hugging Face directory
+    model: str = param(DEFAULT_MODEL, Text(MODEL), flat="student_model")
+    max_length: int = param(128, *_tuner("max_length"))  # tokens per text
+    batch_size: int = param(32, *_tuner("batch_size"), door=False)  # distill's, when distilled
+    warmup_ratio: float = param(0.1, *_tuner("warmup_ratio"), door=False)
+    grad_accumulation: int = param(1, *_tuner("grad_accumulation"), door=False)
+    patience: int = param(2, *_tuner("patience"), door=False)
+    compile: str = param("auto", *_tuner("compile"), door=False)
+    precision: str = param("auto", *_tuner("precision"), door=False)
+    max_steps: int | None = param(None, *_tuner("max_steps"))  # optimiser steps at most
+    device: str = param("auto", Text("auto, cpu, cuda or cuda:N"))
+    # its checkpoints (a sidecar job's folder; None: none kept): where it runs, not what it is
+    work_dir: str | None = param(None, Text("a folder"), None, stored=False)
+    # largest probability move int8 may make vs fp32
+    int8_tolerance: float = param(INT8_TOLERANCE, Interval(float, 0, 1, "left"), door=False)
+    # transformer layers kept of the model's (None: all of them); at most the model's (50012)
+    layers: int | None = param(
+        None,
+        Interval(int, 1, None),
+        None,
+        about="Encoder student: keep N of its model's transformer layers (MiniLM-L6: 1 to 6); "
+        "fewer score faster",
+    )
+    # the teacher-vector loss's weight beside the soft labels' KL (0: soft labels alone; None:
+    # FEATURE_WEIGHT where the teacher gives its encoder's vectors, none where it gives none)
+    feature_weight: float | None = param(
+        None,
+        Interval(float, 0, 100),
+        None,
+        about="Encoder student: weight of learning the teacher head's encoder vectors beside "
+        f"its soft labels (0: soft labels alone; {FEATURE_WEIGHT:g} where the teacher gives them)",
+    )
+    # which of the model's layers it keeps (kept_layers), what its classifier reads (POOLINGS):
+    # bench probes (bench.dial_probes), not a door's
+    layer_choice: str = param(LAYER_CHOICE, OneOf(LAYER_CHOICES), door=False)
+    pooling: str = param(POOLING, OneOf(POOLINGS), door=False)
 
-    def validate(self) -> EncoderStudentParams:
-        checks = [
-            (bool(str(self.model).strip()), "model", "naming a catalogue model or a directory"),
-            (self.compile in COMPILE_CHOICES, "compile", f"one of {COMPILE_CHOICES}"),
-            (self.precision in PRECISIONS, "precision", f"one of {PRECISIONS}"),
-            (0 <= self.int8_tolerance < 1, "int8_tolerance", "in [0, 1), e.g. 0.1"),
-            (self.layer_choice in LAYER_CHOICES, "layer_choice", f"one of {LAYER_CHOICES}"),
-            (self.pooling in POOLINGS, "pooling", f"one of {POOLINGS}"),
-            (0 <= self.feature_weight <= 100, "feature_weight", "in [0, 100]; 0: no feature loss"),
-        ]
-        check_ranges(self, checks)
-        self.tuner(DistillParams(epochs=1, lr=TunerParams.lr))  # the shared knobs' own ranges
-        if self.layers is not None:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.layers is not None:  # a depth the model has not: refused where it is built
             check_layers(self.model, self.layers)
-        return self
 
     def tuner(self, distill: DistillParams) -> TunerParams:
         return TunerParams(
@@ -114,7 +132,7 @@ class EncoderStudentParams:
             precision=self.precision,
             seed=distill.seed,
             max_steps=self.max_steps,
-        ).validate()
+        )
 
 
 @dataclass
@@ -128,9 +146,9 @@ class EncoderStudent(FittedTextStudent):
     steps_: int = field(default=0, init=False)
     layers_kept_: list[int] = field(default_factory=list, init=False)  # the model's layers kept
     feature_rows_: int = field(default=0, init=False)  # rows that taught their teacher's vector
+    feature_weight_: float = field(default=0.0, init=False)  # the feature loss's weight, as used
 
     def __post_init__(self) -> None:
-        self.params.validate()
         self._scorer: OnnxTextClassifier | None = None
 
     def fit(
@@ -142,18 +160,18 @@ class EncoderStudent(FittedTextStudent):
         *,
         teacher_vectors: np.ndarray | None = None,
         distill: DistillParams | None = None,
-        work_dir: Path | None = None,
         progress: Progress | None = None,
     ) -> EncoderStudent:
         """Distil from ``teacher_logits`` (NaN rows: no soft label) and ``gold`` (class index,
         -1 where unlabelled), as :meth:`WordStudent.fit` does; and from ``teacher_vectors``
         (the teacher encoder's vector of each row, NaN rows where it has none), if given and
-        ``feature_weight`` is not 0."""
+        ``feature_weight`` is not 0; checkpoints go to the parameters' ``work_dir``."""
         from sqlheads.engine.devices import resolve_device
         from sqlheads.engine.training.fine_tuning import prepared
+        from sqlheads.engine.training.tuner import Tuner, data_fingerprint
 
         p = self.params
-        distill = (distill or DistillParams()).validate()
+        distill = distill or DistillParams()
         if distill.epochs is None or distill.lr is None:
             raise InvalidParameterError(
                 "the encoder student distils with given epochs and lr: pass "
@@ -170,15 +188,18 @@ class EncoderStudent(FittedTextStudent):
         keep_layers(net, self.layers_kept_)
         if p.pooling == "mean":
             net = _mean_pooled(net)
-        if p.feature_weight == 0 or teacher_vectors is None:
-            teacher_vectors = None
-        trained, loss = _training(net, teacher_logits, gold, teacher_vectors, distill, p, device)
-        self.feature_rows_ = _rows_with(teacher_vectors)
+        weight = FEATURE_WEIGHT if p.feature_weight is None else p.feature_weight
+        if weight == 0 or teacher_vectors is None:
+            teacher_vectors, weight = None, 0.0
+        trained, loss = _training(
+            net, teacher_logits, gold, teacher_vectors, distill, weight, device
+        )
+        self.feature_rows_, self.feature_weight_ = _rows_with(teacher_vectors), weight
         tuner = Tuner(
             p.tuner(distill),
             device,
             pad_id=tokenizer.pad_id,
-            work_dir=work_dir,
+            work_dir=None if p.work_dir is None else Path(p.work_dir),
             fingerprint={
                 "model": str(model_dir),
                 "data": data_fingerprint(ids, np.nan_to_num(teacher_logits)),
@@ -197,7 +218,7 @@ class EncoderStudent(FittedTextStudent):
             "classes": json.dumps(self.classes_),
             "tokenizer_json": tokens_json,
             "max_length": str(p.max_length),
-            "params": json.dumps(asdict(p)),
+            "params": json.dumps(p.record()),
             "parameters": str(self.n_parameters_),
             "model_type": str(net.config.model_type),
             "source": str(model_dir),
@@ -212,10 +233,12 @@ class EncoderStudent(FittedTextStudent):
         return self
 
     def _quantised(self, fp32: bytes, contract: dict[str, str], texts: list[str]) -> bytes:
-        """Dynamic int8, checked against the fp32 graph; the feed-forward output projections
-        stay fp32 when quantising them too moves probabilities past the tolerance, and the
-        whole graph stays fp32 when that is still too far: a student that took many minutes to
-        distil is never thrown away for its quantisation (``quantization_`` says which)."""
+        """Int8 with per-row activation scales, as the encoders' graphs (a row's logits do not
+        depend on its batch: :func:`~sqlheads.engine.encoders.export.quantize_int8`), checked
+        against the fp32 graph; the feed-forward output projections stay fp32 when quantising
+        them too moves probabilities past the tolerance, and the whole graph stays fp32 when
+        that is still too far: a student that took many minutes to distil is never thrown away
+        for its quantisation (``quantization_`` says which)."""
         from sqlheads.engine.encoders.export import FEED_FORWARD_OUTPUT, quantize_int8
 
         reference = OnnxTextClassifier(fp32).logits(texts)
@@ -301,10 +324,10 @@ def _rows_with(vectors: np.ndarray | None) -> int:
     return 0 if vectors is None else int((~np.isnan(vectors).any(axis=1)).sum())
 
 
-def _training(net, teacher_logits, gold, teacher_vectors, distill: DistillParams, p, device):
+def _training(net, teacher_logits, gold, teacher_vectors, distill: DistillParams, weight, device):
     """The module the tuner trains and its loss: the student alone on the soft labels' KL, or,
     given the teacher's vectors, the student with its projection (:func:`_with_projection`)
-    on the KL plus ``feature_weight`` times the feature loss."""
+    on the KL plus ``weight`` times the feature loss."""
     import torch
 
     from sqlheads.engine.students.losses import distillation_loss, feature_loss
@@ -335,7 +358,7 @@ def _training(net, teacher_logits, gold, teacher_vectors, distill: DistillParams
         if teacher_vectors is None:
             return total
         projected = outputs[:, n_classes:]
-        return total + p.feature_weight * feature_loss(projected, vectors[rows], has_vector[rows])
+        return total + weight * feature_loss(projected, vectors[rows], has_vector[rows])
 
     return trained, loss
 

@@ -9,9 +9,11 @@ cannot.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from sqlheads.engine.constraints import Params
 from sqlheads.engine.heads import (
     HeadClassifier,
     HeadParams,
@@ -21,6 +23,12 @@ from sqlheads.engine.heads import (
 )
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams, fit_student
+
+
+@dataclass(frozen=True)
+class HeadStudentParams(Params):
+    """The head student's: nothing to choose (its size and learning rate are a head's
+    defaults, its epochs and seed the distillation's)."""
 
 
 def distill_head(
@@ -37,8 +45,8 @@ def distill_head(
     ``progress`` hears of each epoch."""
     import torch
 
-    head = (head or HeadParams()).validate()
-    distill = (distill or DistillParams()).validate()
+    head = head or HeadParams()
+    distill = (distill or DistillParams()).with_defaults(head.epochs, head.lr)
     X = np.asarray(X, dtype=np.float32)
     hidden = head.hidden or default_hidden(len(classes))
     torch.manual_seed(distill.seed)
@@ -53,8 +61,6 @@ def distill_head(
             teacher_logits,
             gold,
             distill,
-            epochs=distill.epochs or head.epochs,
-            lr=distill.lr or head.lr,
             progress=progress,
         )
     finally:

@@ -21,35 +21,30 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sqlheads.engine.baseline import MAX_FEATURES, MIN_DF, NGRAMS, tfidf_features
+from sqlheads.engine.constraints import Interval, Params, param
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.errors import InvalidParameterError, check_ranges
+from sqlheads.errors import InvalidParameterError
 
 KIND = "tfidf_student"
 MAX_ITERATIONS = 300  # L-BFGS stopped after 25-91 iterations on IMDB's 20,000 reviews
 
 
-@dataclass
-class TfidfStudentParams:
-    max_features: int = MAX_FEATURES
-    l2: float = 1e-5  # penalty on the squared weights, per training set (not per row)
-    max_iterations: int = MAX_ITERATIONS
+@dataclass(frozen=True)
+class TfidfStudentParams(Params):
+    """What the TF-IDF student is made of; a door chooses none of it."""
 
-    def validate(self) -> TfidfStudentParams:
-        checks = [
-            (1_000 <= self.max_features <= 2_000_000, "max_features", "between 1000 and 2000000"),
-            (0 <= self.l2 < 1, "l2", "in [0, 1)"),
-            (1 <= self.max_iterations <= 10_000, "max_iterations", "between 1 and 10000"),
-        ]
-        check_ranges(self, checks)
-        return self
+    max_features: int = param(MAX_FEATURES, Interval(int, 1_000, 2_000_000), door=False)
+    # penalty on the squared weights, per training set (not per row)
+    l2: float = param(1e-5, Interval(float, 0, 1, "left"), door=False)
+    max_iterations: int = param(MAX_ITERATIONS, Interval(int, 1, 10_000), door=False)
 
 
 class TfidfStudent:
     """``fit`` on texts and soft labels; ``predict_proba`` on texts; ``to_bytes`` as .npz."""
 
     def __init__(self, params: TfidfStudentParams | None = None) -> None:
-        self.params = (params or TfidfStudentParams()).validate()
+        self.params = params or TfidfStudentParams()
         self.classes_: list[str] = []
         self.loss_curve_: list[float] = []
         self.vectorizer_ = None  # fitted, or rebuilt from the stored vocabulary and idf
@@ -70,7 +65,7 @@ class TfidfStudent:
         ``(done, done)``: the run is complete, in fewer iterations than allowed."""
         from scipy.optimize import minimize
 
-        distill = (distill or DistillParams()).validate()
+        distill = distill or DistillParams()
         if len(texts) == 0:
             raise InvalidParameterError("no rows to distil a TF-IDF student on")
         vectorizer = tfidf_features(self.params.max_features, MIN_DF if len(texts) >= 1_000 else 1)

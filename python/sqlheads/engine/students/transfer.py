@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from sqlheads.errors import check_ranges
+from sqlheads.engine.constraints import SEED, Interval, Params, Rule, param
 
 # The count of the best word student under the bounds it is held to (under 1M parameters, at
 # least 20x MiniLM + head), measured on Rotten Tomatoes with the frozen all-mpnet-base-v2 head
@@ -45,34 +45,31 @@ _CONTENT = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
-class TransferRecipe:
-    """How transfer rows are made; its :meth:`key` names a cached transfer set."""
+class TransferRecipe(Params):
+    """How transfer rows are made; its :meth:`key` names a cached transfer set. At a door,
+    ``rows`` is ``transfer_rows``."""
 
-    rows: int = DEFAULT_ROWS  # transfer rows at most (0: none)
-    long_row_words: int = 40  # a row with more words is split into its sentences
-    min_sentence_words: int = 3  # shorter sentences are not worth the teacher's time
-    p_mask: float = 0.1
-    p_replace: float = 0.1
-    p_ngram: float = 0.25
-    ngram_max: int = 5
-    neighbours: int = 8  # replacement candidates per word
-    copies_per_row: int = 20  # Tang et al.'s n_iter: draws per row at most
-    seed: int = 0
+    # transfer rows at most (0: none)
+    rows: int = param(DEFAULT_ROWS, Interval(int, 0, 5_000_000), flat="transfer_rows")
+    # a row with more words is split into its sentences
+    long_row_words: int = param(40, Interval(int, 1, 100_000))
+    # shorter sentences are not worth the teacher's time
+    min_sentence_words: int = param(3, Interval(int, 1, 100))
+    p_mask: float = param(0.1, Interval(float, 0, 1))
+    p_replace: float = param(0.1, Interval(float, 0, 1))
+    p_ngram: float = param(0.25, Interval(float, 0, 1))
+    ngram_max: int = param(5, Interval(int, 1, 100))
+    neighbours: int = param(8, Interval(int, 1, 100))  # replacement candidates per word
+    copies_per_row: int = param(20, Interval(int, 1, 1000))  # Tang et al.'s n_iter: at most
+    seed: int = param(0, SEED)
 
-    def validate(self) -> TransferRecipe:
-        checks = [
-            (0 <= self.rows <= 5_000_000, "rows", "between 0 (no transfer rows) and 5,000,000"),
-            (1 <= self.long_row_words <= 100_000, "long_row_words", "between 1 and 100,000"),
-            (1 <= self.min_sentence_words <= 100, "min_sentence_words", "between 1 and 100"),
-            (0 <= self.p_mask <= 1, "p_mask", "in [0, 1]"),
-            (0 <= self.p_replace <= 1 - self.p_mask, "p_replace", "in [0, 1 - p_mask]"),
-            (0 <= self.p_ngram <= 1, "p_ngram", "in [0, 1]"),
-            (1 <= self.ngram_max <= 100, "ngram_max", "between 1 and 100"),
-            (1 <= self.neighbours <= 100, "neighbours", "between 1 and 100"),
-            (1 <= self.copies_per_row <= 1000, "copies_per_row", "between 1 and 1000"),
-        ]
-        check_ranges(self, checks)
-        return self
+    RULES = (
+        Rule(
+            "p_replace",
+            lambda r: r.p_mask + r.p_replace <= 1,
+            "is out of range: pass a value in [0, 1 - p_mask], p_mask being {p_mask}",
+        ),
+    )
 
     def key(self, origin: Mapping[str, str], words: str = "", exclude: Iterable[str] = ()) -> str:
         """A name for the transfer rows this recipe makes from ``origin`` (key -> text) with
@@ -263,7 +260,6 @@ def build_transfer(
     nor one equal to a text of ``exclude`` (held-out rows: an n-gram of a training row may
     happen to be one), nor one without a letter or digit (a lone comma).
     """
-    recipe = recipe.validate()
     generator = np.random.default_rng(recipe.seed)
     keys = sorted(origin)  # independent of the caller's order
     seen = {_normalised(str(origin[k])) for k in keys} | {_normalised(t) for t in exclude}

@@ -63,7 +63,7 @@ class TeacherClassifier:
     ) -> None:
         import torch
 
-        self.params = (params or TeacherParams()).validate()
+        self.params = params or TeacherParams()
         self.device = device or torch.device("cpu")
         self.work_dir = work_dir
         self.model_dir, self.tokenizer, self.tokenizer_json = prepared(

@@ -141,7 +141,7 @@ class Tuner:
         work_dir: Path | None = None,
         fingerprint: dict[str, Any] | None = None,
     ) -> None:
-        self.params = params.validate()
+        self.params = params
         self.device = device
         self.pad_id = pad_id
         self.work_dir = Path(work_dir) if work_dir is not None else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -63,22 +63,25 @@ def compact_vocabulary(
     return table
 
 
+class Shape(Protocol):
+    """A word network's size (:class:`~.student.WordStudentParams` is one)."""
+
+    dim: int  # token embedding width
+    channels: int  # what the pooling takes besides (its filters, its LSTM units)
+    hidden: int  # the MLP's
+    dropout: float
+    buckets: int  # hashed bigram rows (ngrams)
+
+
 def build_network(
-    architecture: WordArchitecture,
-    table: np.ndarray,
-    n_classes: int,
-    pad_id: int,
-    *,
-    dim: int,
-    channels: int,
-    hidden: int,
-    dropout: float,
-    buckets: int,
+    architecture: WordArchitecture, table: np.ndarray, n_classes: int, pad_id: int, shape: Shape
 ):
-    """The PyTorch module of ``architecture`` reading tokenizer ids through ``table``."""
+    """The PyTorch module of ``architecture`` at ``shape``, reading tokenizer ids through
+    ``table``."""
     import torch
 
     rows = int(table.max()) + 1
+    dim, hidden, dropout = shape.dim, shape.hidden, shape.dropout
 
     class WordNetwork(torch.nn.Module):
         def __init__(self) -> None:
@@ -92,7 +95,7 @@ def build_network(
             # and a random start would push every unseen token of a scored text one fixed way.
             with torch.no_grad():
                 self.embedding.weight[OTHER] = 0.0
-            self.pooling = architecture.pooling(dim, channels, buckets)
+            self.pooling = architecture.pooling(dim, shape.channels, shape.buckets)
             self.mlp = torch.nn.Sequential(
                 torch.nn.Linear(self.pooling.features, hidden),
                 torch.nn.ReLU(),

@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
+from sqlheads.engine.constraints import Interval, OneOf, Params, Rule, param
 from sqlheads.engine.encoders.onnx_encoder import pad_ids
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams, fit_student
 from sqlheads.engine.students.word.architectures import ARCHITECTURES, NAMES
 from sqlheads.engine.students.word.network import build_network, compact_vocabulary
-from sqlheads.errors import (
-    DimensionMismatchError,
-    ExportParityError,
-    InvalidParameterError,
-    check_ranges,
-)
+from sqlheads.errors import DimensionMismatchError, ExportParityError, InvalidParameterError
 
 KIND = "word_student"
 PARITY_ROWS = 64  # training texts whose ONNX and PyTorch probabilities must agree
@@ -39,45 +36,46 @@ INITS = ("encoder", "model2vec", "random")
 DEFAULT_EPOCHS, DEFAULT_LR = 6, 3e-3
 
 
-@dataclass
-class WordStudentParams:
-    """What the word-level student is made of (see :mod:`.network`, :mod:`.architectures`)."""
+def _needs(what: str):
+    def holds(p: WordStudentParams) -> bool:
+        return getattr(p, what) > 0 or not getattr(ARCHITECTURES[p.arch], f"needs_{what}")
 
-    arch: str = "bag"  # the defaults are DEFAULT_ARCH's measured size (ARCHITECTURE_SIZES)
-    dim: int = 64  # token embedding width
-    channels: int = 64  # filters per convolution width, or LSTM units per direction
-    hidden: int = 64
-    dropout: float = 0.3
-    max_tokens: int = 256  # tokens read per text; the rest is ignored
-    init: str = "encoder"  # token embeddings to start from (INITS)
-    min_count: int = 1  # uses in the distilled texts a token needs for a row (0: every token)
-    buckets: int = 0  # ngrams: hashed bigram rows
-    max_vocabulary: int | None = 15_000  # token rows at most, the most used (None: no limit)
+    return holds
 
-    def validate(self) -> WordStudentParams:
-        architecture = ARCHITECTURES.get(self.arch)
-        needs_channels = architecture is not None and architecture.needs_channels
-        needs_buckets = architecture is not None and architecture.needs_buckets
-        checks = [
-            (architecture is not None, "arch", f"one of {NAMES}"),
-            (1 <= self.dim <= 1024, "dim", "between 1 and 1024"),
-            (0 <= self.channels <= 4096, "channels", "between 0 (no convolution) and 4096"),
-            (self.channels > 0 or not needs_channels, "channels", "of at least 1"),
-            (1 <= self.hidden <= 4096, "hidden", "between 1 and 4096"),
-            (0 <= self.dropout < 1, "dropout", "in [0, 1)"),
-            (8 <= self.max_tokens <= 8192, "max_tokens", "between 8 and 8192"),
-            (self.init in INITS, "init", f"one of {INITS}"),
-            (0 <= self.min_count <= 1000, "min_count", "between 0 (every token) and 1000"),
-            (0 <= self.buckets <= 10_000_000, "buckets", "between 0 and 10,000,000"),
-            (self.buckets > 0 or not needs_buckets, "buckets", f"of at least 1 for {self.arch}"),
-            (
-                self.max_vocabulary is None or self.max_vocabulary >= 1,
-                "max_vocabulary",
-                "of at least 1, or None for every token the texts use",
-            ),
-        ]
-        check_ranges(self, checks)
-        return self
+
+@dataclass(frozen=True)
+class WordStudentParams(Params):
+    """What the word-level student is made of (see :mod:`.network`, :mod:`.architectures`).
+
+    At a door only ``arch`` is chosen (``distill --arch``): the student is then that
+    architecture at its measured size (:meth:`from_flat`); the defaults here are
+    :data:`DEFAULT_ARCH`'s."""
+
+    arch: str = param("bag", OneOf(NAMES))
+    dim: int = param(64, Interval(int, 1, 1024), door=False)  # token embedding width
+    # filters per convolution width, or LSTM units per direction (0: no convolution)
+    channels: int = param(64, Interval(int, 0, 4096), door=False)
+    hidden: int = param(64, Interval(int, 1, 4096), door=False)
+    dropout: float = param(0.3, Interval(float, 0, 1, "left"), door=False)
+    # tokens read per text; the rest is ignored
+    max_tokens: int = param(256, Interval(int, 8, 8192), door=False)
+    # token embeddings to start from
+    init: str = param("encoder", OneOf(INITS), door=False)
+    # uses in the distilled texts a token needs for a row (0: every token)
+    min_count: int = param(1, Interval(int, 0, 1000), door=False)
+    buckets: int = param(0, Interval(int, 0, 10_000_000), door=False)  # ngrams: hashed bigrams
+    # token rows at most, the most used (None: every token the texts use)
+    max_vocabulary: int | None = param(15_000, Interval(int, 1), None, door=False)
+
+    RULES = (
+        Rule("channels", _needs("channels"), "is too few for arch={arch!r}: pass at least 1"),
+        Rule("buckets", _needs("buckets"), "is too few for arch={arch!r}: pass at least 1"),
+    )
+
+    @classmethod
+    def built(cls, values: dict[str, Any]) -> WordStudentParams:
+        """The architecture a door names (``arch``), at the size it was measured best at."""
+        return word_student_params(values.get("arch"))
 
 
 # Each architecture at the size measured best for it (:mod:`.architectures`).
@@ -94,12 +92,7 @@ DEFAULT_ARCH = "bag"
 def word_student_params(arch: str | None = None) -> WordStudentParams:
     """The word student of ``arch`` (default :data:`DEFAULT_ARCH`) at its measured size."""
     chosen = DEFAULT_ARCH if arch is None else arch
-    if chosen not in ARCHITECTURE_SIZES:
-        raise InvalidParameterError(
-            f"arch={chosen!r} is not a word student architecture: pass one of "
-            f"{', '.join(ARCHITECTURE_SIZES)}"
-        )
-    return WordStudentParams(arch=chosen, **ARCHITECTURE_SIZES[chosen]).validate()
+    return WordStudentParams(arch=chosen, **ARCHITECTURE_SIZES.get(chosen, {}))  # or refused
 
 
 class TextTokens:
@@ -238,7 +231,6 @@ class WordStudent(FittedTextStudent):
     params: WordStudentParams = field(default_factory=WordStudentParams)
 
     def __post_init__(self) -> None:
-        self.params.validate()
         self._session = None
         self._tokens: TextTokens | None = None
 
@@ -260,22 +252,12 @@ class WordStudent(FittedTextStudent):
         import torch
 
         p = self.params
-        distill = (distill or DistillParams()).validate()
+        distill = (distill or DistillParams()).with_defaults(DEFAULT_EPOCHS, DEFAULT_LR)
         tokens = TextTokens(tokenizer_json, p.max_tokens)
         ids = tokens.ids(texts)
         torch.manual_seed(distill.seed)
         table = compact_vocabulary(ids, tokens.vocab_size, p.min_count, p.max_vocabulary)
-        net = build_network(
-            ARCHITECTURES[p.arch],
-            table,
-            len(classes),
-            tokens.pad_id,
-            dim=p.dim,
-            channels=p.channels,
-            hidden=p.hidden,
-            dropout=p.dropout,
-            buckets=p.buckets,
-        )
+        net = build_network(ARCHITECTURES[p.arch], table, len(classes), tokens.pad_id, p)
         if p.init != "random" and encoder_onnx is not None:
             kept = np.flatnonzero(table > 1)
             start = initial_token_embeddings(p.init, encoder_onnx, tokens, kept, p.dim)
@@ -293,8 +275,6 @@ class WordStudent(FittedTextStudent):
             np.asarray(teacher_logits, dtype=np.float32),
             np.asarray(gold),
             distill,
-            epochs=distill.epochs or DEFAULT_EPOCHS,
-            lr=distill.lr or DEFAULT_LR,
             lengths=np.array([len(s) for s in ids]),
             progress=progress,
         )
@@ -390,7 +370,7 @@ class WordStudent(FittedTextStudent):
             raise InvalidParameterError(
                 f"this blob is a {meta.get('kind', 'non-sqlheads')!r} model, not a {KIND}"
             )
-        student.params = WordStudentParams(**json.loads(meta["params"])).validate()
+        student.params = WordStudentParams(**json.loads(meta["params"]))
         student.classes_ = json.loads(meta["classes"])
         student.loss_curve_ = []
         student.n_parameters_ = int(meta["parameters"])
