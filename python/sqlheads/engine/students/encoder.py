@@ -96,8 +96,8 @@ class EncoderStudentParams(Params):
         None,
         Interval(int, 1, None),
         None,
-        about="Encoder student: keep N of its model's transformer layers (MiniLM-L6: 1 to 6); "
-        "fewer score faster",
+        about="Encoder student: keep N of its model's transformer layers (MiniLM-L6: 1 to 6; "
+        "default all): fewer score faster.",
     )
     # the teacher-vector loss's weight beside the soft labels' KL (0: soft labels alone; None:
     # FEATURE_WEIGHT where the teacher gives its encoder's vectors, none where it gives none)
@@ -106,7 +106,8 @@ class EncoderStudentParams(Params):
         Interval(float, 0, 100),
         None,
         about="Encoder student: weight of learning the teacher head's encoder vectors beside "
-        f"its soft labels (0: soft labels alone; {FEATURE_WEIGHT:g} where the teacher gives them)",
+        f"its soft labels (0: soft labels alone; default {FEATURE_WEIGHT:g} where the teacher "
+        "gives them).",
     )
     # which of the model's layers it keeps (kept_layers), what its classifier reads (POOLINGS):
     # bench probes (bench.dial_probes), not a door's
