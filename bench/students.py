@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
+from bench.dial import dial_headline, dial_table, distill_dial
 from sqlheads.engine.students.word.architectures import NAMES
 from sqlheads.report.figures import pyplot
 
@@ -39,8 +40,9 @@ SIZES: dict[str, dict[str, Any]] = {
         "teacher_model": "all-mpnet-base-v2",
         "curve": (0, 6_000, 12_000, 24_000, 48_000),
         "archs": NAMES,  # every registered architecture
-        # the kind's default transfer rows (cached by then) and epochs (3)
+        # the kind's default transfer rows (cached by then) and epochs (3), at each depth
         "encoder_student": {"transfer_rows": None},
+        "layers": (6, 3, 2, 1),
         "imdb": None,
         "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
     },
@@ -50,8 +52,22 @@ SIZES: dict[str, dict[str, Any]] = {
         "curve": (0, 2_000, 5_000),
         "archs": ("bag", "cnn"),
         "encoder_student": {"transfer_rows": 1_000, "epochs": 1},
+        "layers": (3, 2),
         "imdb": 2_000,
         "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
+    },
+    # The full data and the shallow students of the encoder student's dial at its defaults,
+    # the word students cut to the default (its rows and none): what a machine whose two cores
+    # are shared five ways can run in two hours (run_benchmark("students", out, "dial"); not a
+    # scale of the other benchmarks).
+    "dial": {
+        "rt": None,
+        "teacher_model": "all-mpnet-base-v2",
+        "curve": (0, 12_000),
+        "archs": ("bag",),
+        "encoder_student": {"transfer_rows": None},
+        "layers": (3, 2),
+        "imdb": None,
     },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
         "rt": 300,
@@ -59,6 +75,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "curve": (0, 150),
         "archs": ("bag", "ngrams"),  # a second (the cheapest) runs the other architectures' path
         "encoder_student": {"transfer_rows": 50, "epochs": 1, "max_steps": 3},
+        "layers": (1,),
         "imdb": None,  # the GPU teacher's logits: not at this scale
         "speed": (1, 0.01),  # one pass of each model: the smoke run measures nothing
     },
@@ -140,8 +157,9 @@ def run(out_dir: Path, scale: str = "full") -> Section:
 
     # each student's own default count at full scale (the word student's is DEFAULT_ROWS)
     most_rows = max(size["curve"])
-    rows = DEFAULT_ROWS if scale == "full" else most_rows
-    tfidf_rows = student_kind("tfidf").transfer_rows if scale == "full" else rows
+    full_size = size["rt"] is None
+    rows = DEFAULT_ROWS if full_size else most_rows
+    tfidf_rows = student_kind("tfidf").transfer_rows if full_size else rows
     # The teacher labels the curve's whole transfer set first, in one pass: int8 scoring moves
     # a little with the rows that share a batch, so a set filled in steps is not the set filled
     # at once. Filled once, every student reads the same rows and logits whatever it asks for.
@@ -175,11 +193,10 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     encoder_options = dict(size["encoder_student"])
     encoder_rows = encoder_options.pop("transfer_rows") or student_kind("encoder").transfer_rows
     epochs = encoder_options.get("epochs") or student_kind("encoder").epochs
-    students[
-        f"encoder student (MiniLM, CPU), {fmt(encoder_rows)} transfer rows, {epochs} epochs"
-    ] = distill(
-        "distill the encoder student (MiniLM) on 2 CPU cores", student="encoder",
-        transfer_rows=encoder_rows, device="cpu", **encoder_options)  # fmt: skip
+    dialled = distill_dial(
+        distill, {"transfer_rows": encoder_rows, **encoder_options}, size["layers"]
+    )
+    students.update(dialled)
     default_student = next(iter(students.values()))
     timed_as = {DEFAULT_ARCH: next(iter(students))}  # each architecture's name in the speed tables
 
@@ -259,6 +276,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 ["model", "rows/s", "vs MiniLM + head", "vs teacher"],
                 alone_rows,
             ),
+            dial_table(dialled, steps, alone, (MINILM_PATH, alone_minilm), encoder_rows, epochs),
             Table(
                 "Wall time per step (seconds), fresh SQLite file, no GPU; load average "
                 f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end",
@@ -308,6 +326,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
                 f"({alone_word / alone_minilm:.1f}x) / {fmt(round(alone_teacher))} "
                 f"({alone_word / alone_teacher:.0f}x)",
             ],
+            dial_headline(dialled, alone, alone_minilm),
         ],  # fmt: skip
         notes=[
             f"The default word student: {DEFAULT_ARCH}, "

@@ -4,7 +4,8 @@
   the deployed one starred), from ``model_summary``;
 - ``students``: a head's versions, the versions that taught its students and its TF-IDF
   baseline, held-out accuracy against rows/s from text, measured here by scoring a sample of
-  each version's set (the encoder included for a model that reads vectors);
+  each version's set (the encoder included for a model that reads vectors); an encoder
+  student is labelled with its depth (``encoder_student L3``), the dial's one variable;
 - ``job``: a sidecar job's progress (from ``jobs``) and, for a teacher job, the teacher's
   training loss curve.
 """
@@ -76,6 +77,11 @@ def plot_students(store: Store, head: str, out: Path) -> dict[str, Any]:
     """A head's versions, the versions that taught its students and its TF-IDF baseline, as
     held-out accuracy against rows/s from text (:func:`sqlheads.report.data.student_points`)."""
     points, baseline = student_points(store, head)
+    for point in points:
+        if point["kind"] == "encoder_student":  # the dial's versions differ by their depth
+            model = store.find_model(point["head"], point["version"])
+            kept = json.loads(store.model_record(model.model_id)["metrics_json"]).get("layers_kept")
+            point["kind"] += f" L{len(kept)}" if kept else ""
     plt = pyplot()
     figure, ax = plt.subplots(figsize=SIZE)
     draw_students(ax, head, points, baseline)

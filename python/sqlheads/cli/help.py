@@ -32,6 +32,7 @@ def hide_flag_types() -> None:
 # (TeacherParams, free of PyTorch), not copied.
 TEACHER_OPTIONS = (
     "student_model",
+    "student_layers",
     "epochs",
     "batch_size",
     "lr",

@@ -13,6 +13,7 @@ from sqlheads.cli import tables as cli_tables
 from sqlheads.cli.app import LockTimeout, app, open_store, options, run
 from sqlheads.cli.interrupts import Heard, NewVersion, so_far, were
 from sqlheads.cli.render import showing_progress
+from sqlheads.engine.constraints import about
 from sqlheads.engine.heads import FAST_FROM_ROWS, HeadParams
 from sqlheads.engine.kinds import DEFAULT_STUDENT, KINDS, STUDENTS, student_kind
 from sqlheads.engine.students.distillation import DistillParams
@@ -150,6 +151,10 @@ DeviceOption = Annotated[
         help=f"Encoder student: auto, cpu, cuda or cuda:N ({EncoderStudentParams.device})."
     ),
 ]
+LayersOption = Annotated[int | None, typer.Option(help=about(EncoderStudentParams, "layers")[0])]
+FeatureWeightOption = Annotated[
+    float | None, typer.Option(help=about(EncoderStudentParams, "feature_weight")[0])
+]
 
 
 StudentOption = Annotated[
@@ -211,6 +216,8 @@ def distill(
     student_model: StudentModelOption = None,
     max_length: MaxLengthOption = None,
     max_steps: MaxStepsOption = None,
+    layers: LayersOption = None,
+    feature_weight: FeatureWeightOption = None,
     device: DeviceOption = None,
 ) -> None:
     """Distil a teacher's soft labels into a student version of a head."""
@@ -244,6 +251,8 @@ def distill(
                 student_model=student_model,
                 max_length=max_length,
                 max_steps=max_steps,
+                layers=layers,
+                feature_weight=feature_weight,
                 device=device,
                 temperature=temperature,
                 gold_weight=gold_weight,

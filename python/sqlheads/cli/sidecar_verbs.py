@@ -124,6 +124,9 @@ def request_teacher(
     student_model: Annotated[
         str | None, typer.Option(help=cli_help.teacher_help("student_model"))
     ] = None,
+    student_layers: Annotated[
+        int | None, typer.Option(help=cli_help.teacher_help("student_layers"))
+    ] = None,
     deploy: Annotated[str | None, typer.Option(help="if-better, always or never.")] = None,
     epochs: Annotated[int | None, typer.Option(help=cli_help.teacher_help("epochs"))] = None,
     batch_size: Annotated[
@@ -162,6 +165,7 @@ def request_teacher(
             model=model,
             students=students,
             student_model=student_model,
+            student_layers=student_layers,
             deploy=deploy,
             epochs=epochs,
             batch_size=batch_size,

@@ -41,10 +41,13 @@ from sqlheads.errors import (
     MissingTextError,
 )
 from sqlheads.keywords import Door
-from sqlheads.store.vectors import unpack_rows
+from sqlheads.store.vectors import HALF_DTYPE, unpack_rows
 
-# The export checks a student passed, recorded in its metrics when it ran them.
+# The export checks a student passed, and how an encoder student was made (the model's layers
+# it kept, the rows whose teacher vector it learnt and that loss's weight), recorded in its
+# metrics when it has them.
 EXPORT_CHECKS = ("parity_max_abs_diff", "int8_max_abs_diff", "int8_agreement", "quantization")
+FIT_FACTS = ("layers_kept", "feature_rows", "feature_weight")
 
 
 @dataclass(frozen=True)
@@ -83,27 +86,30 @@ def distill(
     labelled); ``logits`` (the teacher's, float32 bytes in ``teacher_classes_json`` order, NULL
     where it has none); the student's input (``text`` for a text student, ``vector`` for a head
     student of the set encoder's ``dim`` floats); optionally ``in_transfer`` (1 for the rows the
-    caller wants distilled on). The held-out split is the one ``train`` makes from the same
-    labels and seed; no held-out row is distilled on, and one named in ``in_transfer`` is
-    refused. A word student starts from the set encoder's tokenizer and graph. ``progress``
-    hears of the run in the kind's ``progress_unit``: epochs (word and head students),
-    optimiser steps (encoder) or L-BFGS iterations (tfidf). The rows are put in key order first
-    and every figure is made from that one frame: the same rows in any order give the same
-    version.
+    caller wants distilled on) and ``teacher_vector`` (the teacher encoder's vector of the row,
+    float16 bytes, NULL where it has none: what an encoder student's feature loss learns). The
+    held-out split is the one ``train`` makes from the same labels and seed; no held-out row is
+    distilled on, and one named in ``in_transfer`` is refused. A word student starts from the
+    set encoder's tokenizer and graph. ``progress`` hears of the run in the kind's
+    ``progress_unit``: epochs (word and head students), optimiser steps (encoder) or L-BFGS
+    iterations (tfidf). The rows are put in key order first and every figure is made from that
+    one frame: the same rows in any order give the same version.
     """
     started = time.perf_counter()
     kind = params.kind
-    learning = kind.distill_params(params.learning)
+    learning = kind.distill_params(params.learning, params.student_params)
     encoder = set_encoder or EncoderRef()
     test_fraction = params.version.test_fraction
     require_columns(input_data, DISTILL_INPUT + (kind.reads,), "distill input")
     input_data = in_key_order(input_data, "labels")  # the one frame every consumer reads
     teacher_classes = json.loads(teacher_classes_json)
     rows = split_rows(input_data, kind, teacher_classes, test_fraction, learning)
+    _refuse_feature_weight_without_vectors(params.student_params, rows)
     train_inputs, test_inputs = _student_inputs(input_data, kind, rows, encoder.dim)
     fit = kinds.StudentFit(
         params=params.student_params,
         distill=learning,
+        teacher_vectors=None if rows.vectors is None else rows.vectors[rows.train],
         tokenizer_json=encoder.tokenizer_json,
         encoder_onnx=encoder.onnx,
         progress=progress,
@@ -155,6 +161,7 @@ class DistillRows:
     labelled: np.ndarray  # bool: a gold label
     logits: np.ndarray  # the teacher's, in ``classes`` order; NaN where it has none
     has_logits: np.ndarray  # bool
+    vectors: np.ndarray | None  # the teacher encoder's; NaN rows where it has none
     has_input: np.ndarray  # bool: the student's input (a text or a vector)
     train: np.ndarray  # the rows distilled on
     test: np.ndarray  # the held-out rows
@@ -198,11 +205,24 @@ def split_rows(
         labelled=labelled,
         logits=logits,
         has_logits=has_logits,
+        vectors=_teacher_vectors(input_data),
         has_input=has_input,
         train=np.flatnonzero(distilled & has_input),
         test=np.flatnonzero(held_out),
         without_input=int((distilled & ~has_input).sum()),
     )
+
+
+def _refuse_feature_weight_without_vectors(student_params: Any, rows: DistillRows) -> None:
+    """50012 for a feature weight given (an encoder student's) where the teacher gave no
+    vectors to learn: the caller asked for what cannot be done."""
+    weight = getattr(student_params, "feature_weight", None)
+    if weight and rows.vectors is None:
+        raise InvalidParameterError(
+            f"feature_weight={weight} asks the encoder student to learn its teacher's vectors, "
+            "and the teacher gave none: only a teacher head on an encoder's vectors gives them "
+            "(--teacher-head); drop --feature-weight to distil on the soft labels alone"
+        )
 
 
 def _gold_classes(gold_labels: np.ndarray, teacher_classes: list[str]) -> list[str]:
@@ -231,6 +251,21 @@ def _teacher_logits(
             :, order
         ]
     return logits, has_logits
+
+
+def _teacher_vectors(input_data: pd.DataFrame) -> np.ndarray | None:
+    """The teacher encoder's vector of each row (float16 bytes in), NaN rows where it has
+    none; None when no row has one."""
+    if "teacher_vector" not in input_data.columns:
+        return None
+    has = input_data["teacher_vector"].notna().to_numpy()
+    if not has.any():
+        return None
+    blobs = input_data["teacher_vector"][has].tolist()
+    dim = len(blobs[0]) // HALF_DTYPE.itemsize
+    vectors = np.full((len(input_data), dim), np.nan, dtype=np.float32)
+    vectors[has] = unpack_rows(blobs, dim, HALF_DTYPE)
+    return vectors
 
 
 def _distilled_on(
@@ -337,7 +372,7 @@ def _metrics(
         else None
     )
     metrics["teacher_rows_test"] = int(teacher_known.sum())
-    for check in EXPORT_CHECKS:
+    for check in EXPORT_CHECKS + FIT_FACTS:
         if getattr(model, f"{check}_", None) is not None:
             metrics[check] = getattr(model, f"{check}_")
     metrics["drift"] = _drift_reference(kind, model, rows, train_inputs, test_inputs)

@@ -90,7 +90,7 @@ def teach(
     texts = [None if t is None or t != t else str(t) for t in input_data["text"]]
     rows = [i for i, t in enumerate(texts) if t is not None and t.strip()]
     stored = list(zip(input_data["teacher_text_sha256"], input_data["teacher_vector"], strict=True))
-    logits, _ = teacher_logits(scoring, [texts[i] for i in rows], [stored[i] for i in rows])
+    logits, _, _ = teacher_logits(scoring, [texts[i] for i in rows], [stored[i] for i in rows])
     origin, exclude = learnable(
         {keys[i]: texts[i] for i in rows},
         (keys, input_data["label"].tolist()),
@@ -128,23 +128,29 @@ def teacher_logits(
     stored: Sequence[tuple[Any, Any]],
     progress: Progress | None = None,
     stage: str | None = None,
-) -> tuple[np.ndarray, int]:
-    """The teacher's logits for ``texts`` and how many came from stored vectors: a teacher
-    that reads vectors reuses a text's ``stored`` ``(sha256, vector)`` when the vector was made
-    from that very text; the rest are scored, ``progress`` hearing of them in ``stage``."""
+) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """The teacher's logits for ``texts``, its encoder's vectors of them (None for a teacher
+    that reads text) and how many came from stored vectors: a teacher that reads vectors
+    reuses a text's ``stored`` ``(sha256, vector)`` when the vector was made from that very
+    text; the rest are scored, ``progress`` hearing of them in ``stage``."""
     logits = np.zeros((len(texts), len(teacher.classes)), dtype=np.float32)
+    vectors = None
     same = []
     if teacher.reads == "vector":
+        vectors = np.zeros((len(texts), teacher.encoder.dim), dtype=np.float32)
         same = [n for n, (sha, _) in enumerate(stored) if sha == text_sha256(texts[n])]
     if same:
-        vectors = unpack_rows([stored[n][1] for n in same], teacher.encoder.dim)
-        logits[same] = as_logits(teacher.probabilities_of_vectors(vectors))
+        vectors[same] = unpack_rows([stored[n][1] for n in same], teacher.encoder.dim)
+        logits[same] = as_logits(teacher.probabilities_of_vectors(vectors[same]))
     todo = np.setdiff1d(np.arange(len(texts)), same)
     if len(todo):
         if progress is not None:
             progress(0, len(todo), stage)
-        logits[todo] = as_logits(teacher.probabilities([texts[n] for n in todo], progress))
-    return logits, len(same)
+        probabilities, embedded = teacher.scored([texts[n] for n in todo], progress)
+        logits[todo] = as_logits(probabilities)
+        if vectors is not None and embedded is not None:
+            vectors[todo] = embedded
+    return logits, vectors, len(same)
 
 
 def learnable(

@@ -22,7 +22,7 @@ from sqlheads.engine.constraints import Flat, Whole, keyword, passed_whole, unkn
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.encoder import EncoderStudentParams
+from sqlheads.engine.students.encoder import EncoderStudentParams, default_lr
 from sqlheads.engine.students.head import HeadStudentParams
 from sqlheads.engine.students.tfidf import TfidfStudentParams
 from sqlheads.engine.students.transfer import DEFAULT_ROWS
@@ -53,6 +53,9 @@ class StudentFit:
     tokenizer_json: str | None = None  # word student: the set encoder's tokenizer
     encoder_onnx: bytes | None = None  # word student: its embeddings seed the student's
     progress: Progress | None = None  # in the kind's progress_unit
+    # encoder student: the teacher encoder's vector of each row it distils on (NaN rows where
+    # the teacher gave none), what its feature loss learns
+    teacher_vectors: np.ndarray | None = None
 
 
 # (inputs, classes, teacher logits, gold class indices, how) -> the fitted student
@@ -71,13 +74,18 @@ class ModelKind:
     params: type | None = None  # a student kind's parameters: what a door may choose of it
     distill: Distill | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
-    lr: float | None = None
+    lr: float | Callable[[Any], float] | None = None  # or one of the kind's params object
     progress_unit: str = "epochs"  # what its distillation counts while it runs
     transfer_rows: int = DEFAULT_ROWS  # a text student's transfer rows, unless the caller's
 
-    def distill_params(self, distill: DistillParams) -> DistillParams:
-        """``distill`` with this kind's epochs and learning rate where it gives none."""
-        return distill.with_defaults(self.epochs, self.lr)
+    def distill_params(self, distill: DistillParams, student_params: Any = None) -> DistillParams:
+        """``distill`` with this kind's epochs and learning rate where it gives none (the
+        learning rate of ``student_params``, this kind's defaults if None, where it depends on
+        the student's choices)."""
+        lr = self.lr
+        if callable(lr):
+            lr = lr(student_params if student_params is not None else self.params())
+        return distill.with_defaults(self.epochs, lr)
 
 
 def _load_head(blob: bytes) -> Scorer:
@@ -149,8 +157,18 @@ def _distill_encoder_student(
     # its batches are the distillation's, as every student's
     student_params = replace(fit.params, batch_size=fit.distill.batch_size)
     return EncoderStudent(student_params).fit(
-        texts, classes, logits, gold, distill=fit.distill, progress=fit.progress
+        texts,
+        classes,
+        logits,
+        gold,
+        teacher_vectors=fit.teacher_vectors,
+        distill=fit.distill,
+        progress=fit.progress,
     )
+
+
+def _encoder_student_lr(params: EncoderStudentParams) -> float:
+    return default_lr(params.model, params.layers)
 
 
 def _distill_tfidf_student(
@@ -213,9 +231,8 @@ KINDS: dict[str, ModelKind] = {
         student="encoder",
         params=EncoderStudentParams,
         distill=_distill_encoder_student,
-        # the usual range for fine-tuning MiniLM (not tuned on a benchmark yet)
         epochs=3,
-        lr=5e-5,
+        lr=_encoder_student_lr,  # by depth: engine.students.encoder.default_lr
         progress_unit="steps",
         # Its fitting time grows with its rows (619 s for 6,824 + 6,000 on 2 CPU cores) and
         # 24,000 transfer rows scored no better on Rotten Tomatoes (84.35 against 84.4 %).
@@ -262,8 +279,8 @@ class StudentParams:
 
     At a door, ``student`` names the kind (:data:`STUDENTS`) and the other keywords are that
     kind's own (``arch`` for a word student; ``student_model``, ``max_length``, ``max_steps``,
-    ``device`` for an encoder student); a keyword only another kind takes is refused there,
-    before a teacher scores a row, with the kind that takes it."""
+    ``layers``, ``feature_weight``, ``device`` for an encoder student); a keyword only another
+    kind takes is refused there, before a teacher scores a row, with the kind that takes it."""
 
     @classmethod
     def admits(cls, value: Any) -> bool:

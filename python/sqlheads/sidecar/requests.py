@@ -27,6 +27,7 @@ from sqlheads.engine import kinds
 from sqlheads.engine.constraints import MISSING, Names, Params, Text, allowed_of, param
 from sqlheads.engine.encoders.catalog import CATALOG
 from sqlheads.engine.encoders.text_classifier import model_directory
+from sqlheads.engine.students.encoder import EncoderStudentParams
 from sqlheads.engine.students.transfer import DEFAULT_ROWS, TransferRecipe
 from sqlheads.engine.training.params import TeacherParams
 from sqlheads.errors import QueryShapeError, SingleClassError, UnknownKindError
@@ -72,6 +73,13 @@ class TeacherRequest(Params):
     )
     student_model: str = param(
         "all-MiniLM-L6-v2", MODEL, about="Encoder the encoder student starts from."
+    )
+    # at most the student model's layers: checked where the model is (check_teacher_request)
+    student_layers: int | None = param(
+        None,
+        *allowed_of(EncoderStudentParams, "layers"),
+        about="Transformer layers the encoder student keeps of its model's (fewer: faster; "
+        "none: all of them).",
     )
     transfer_rows: int = param(
         DEFAULT_ROWS,
@@ -141,7 +149,8 @@ def check_teacher_request(store: Store, request: TeacherRequest, labelled: pd.Da
     """Refuse now a teacher job that could only fail: labels (read by
     :meth:`RowSource.labels`, which refuses NULL keys with 50003) of fewer than two
     classes (50004), and, on SQLite (whose sidecar runs on this machine), a model that is not
-    installed (50041) or not a model directory (50012). A server's sidecar runs elsewhere:
+    installed (50041) or not a model directory (50012), and an encoder student of more layers
+    than its model has (50012). A server's sidecar runs elsewhere:
     there the job fails at its first attempt instead."""
     classes = sorted({str(v) for v in labelled["label"][present(labelled["label"], "text")]})
     refuse_unnamable_classes(classes)  # the teacher's classes name its soft-label columns
@@ -160,6 +169,9 @@ def check_teacher_request(store: Store, request: TeacherRequest, labelled: pd.Da
             CATALOG[model].require_installed()
         else:
             model_directory(model)
+    if "encoder" in request.students and request.student_layers is not None:
+        # as the job builds it: a depth its model has not is refused (50012)
+        EncoderStudentParams(model=request.student_model, layers=request.student_layers)
 
 
 def jobs(store: Store, *, state: str | None = None, kind: str | None = None) -> dict[str, Any]:

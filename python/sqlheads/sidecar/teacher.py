@@ -297,6 +297,7 @@ class _TeacherJob:
         if student == "encoder":  # the teacher's tokens and steps, on the job's device
             chosen = {
                 "student_model": request.student_model,
+                "layers": request.student_layers,
                 "max_length": request.tuning.max_length,
                 "max_steps": request.tuning.max_steps,
                 "device": str(self.device),

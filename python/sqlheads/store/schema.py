@@ -227,6 +227,10 @@ transfer_rows = Table(
     Column("how", String(16), nullable=False),
     Column("text", UnicodeText, nullable=False),
     Column("logits", LargeBinary, nullable=False),
+    # the teacher encoder's vector of the row (float16 bytes, revision 0009): what an encoder
+    # student's feature loss learns; NULL where the teacher reads text (no encoder of its own)
+    # or the row was scored before that revision
+    Column("vector", LargeBinary, nullable=True),
     PrimaryKeyConstraint("transfer_set_id", "ordinal"),
 )
 

@@ -2,11 +2,13 @@
 
 A transfer set is named by its teacher version (``models.model_id``) and its recipe key
 (:meth:`engine.students.transfer.TransferRecipe.key`, which also hashes the rows it was made
-from). Rows are numbered in the order the recipe makes them, and a count of rows is always the
-first rows, so one set serves every count: a student asking for fewer rows than are cached
-reads the first ones, one asking for more has only the rest scored. Rows are written in chunks
-as the teacher scores them, so a run that stops half-way resumes where it stopped. The rows
-go with their teacher: dropping its head drops them (ON DELETE CASCADE from ``models``).
+from). Each row keeps the teacher's logits and, for a teacher that reads vectors, the vector its
+encoder made of the row (float16), for a student's feature loss: nothing is embedded twice. Rows
+are numbered in the order the recipe makes them, and a count of rows is always the first rows,
+so one set serves every count: a student asking for fewer rows than are cached reads the first
+ones, one asking for more has only the rest scored. Rows are written in chunks as the teacher
+scores them, so a run that stops half-way resumes where it stopped. The rows go with their
+teacher: dropping its head drops them (ON DELETE CASCADE from ``models``).
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ def _write_on_server(
     with store.engine.begin() as c:
         c.execute(staging.create(TRANSFER_ROWS_STAGE, TRANSFER_ROWS_COLUMNS))
         if rows:
-            c.execute(INSERT_TRANSFER_ROW, rows)
+            c.execute(INSERT_TRANSFER_ROW, [{k: r[k] for k in TRANSFER_ROWS_COLUMNS} for r in rows])
         try:
             return int(c.execute(WRITE_TRANSFER_ROWS, parameters).scalar_one())
         except DBAPIError as error:
@@ -170,8 +172,11 @@ def scored_ordinals(store: Store, transfer_set: TransferSet) -> set[int]:
 def add_transfer_rows(
     store: Store, transfer_set: TransferSet, teacher: str, rows: list[dict]
 ) -> None:
-    """Write scored rows (``ordinal``, ``origin_key``, ``how``, ``text``, ``logits`` bytes) in
-    one transaction, refusing (50028) if the teacher's version was dropped meanwhile."""
+    """Write scored rows (``ordinal``, ``origin_key``, ``how``, ``text``, ``logits`` bytes and
+    ``vector``: the teacher encoder's, float16 bytes, or None) in one transaction, refusing
+    (50028) if the teacher's version was dropped meanwhile. On SQL Server (a sidecar's
+    fine-tuned teacher, which reads text) no vector is written: ``heads.write_transfer_rows``
+    takes none."""
     if rows:
         _write(store, transfer_set, teacher, rows)
 
@@ -184,11 +189,12 @@ def note_rows_max(store: Store, transfer_set: TransferSet, teacher: str, rows: i
 
 
 def read_transfer_rows(store: Store, transfer_set: TransferSet, rows: int) -> pd.DataFrame:
-    """The first ``rows`` rows: ``ordinal``, ``origin_key``, ``how``, ``text`` and ``logits``."""
+    """The first ``rows`` rows: ``ordinal``, ``origin_key``, ``how``, ``text``, ``logits`` and
+    ``vector`` (None where the teacher kept none)."""
     tr = s.transfer_rows.c
     with store.engine.connect() as c:
         found = c.execute(
-            select(tr.ordinal, tr.origin_key, tr.how, tr.text, tr.logits)
+            select(tr.ordinal, tr.origin_key, tr.how, tr.text, tr.logits, tr.vector)
             .where(tr.transfer_set_id == transfer_set.transfer_set_id, tr.ordinal < rows)
             .order_by(tr.ordinal)
         ).all()
@@ -199,6 +205,7 @@ def read_transfer_rows(store: Store, transfer_set: TransferSet, rows: int) -> pd
             "how": [r.how for r in found],
             "text": [r.text for r in found],
             "logits": [bytes(r.logits) for r in found],
+            "vector": [None if r.vector is None else bytes(r.vector) for r in found],
         }
     )
 

@@ -194,15 +194,18 @@ def _soft_labels(
 
 def _gold_beside_soft(labelled: pd.DataFrame, soft: SoftLabels) -> pd.DataFrame:
     """One row per key of the gold labels or the soft labels: ``item_key``, ``label`` (None
-    where only the teacher labelled it) and ``logits`` (None where the teacher did not)."""
+    where only the teacher labelled it), ``logits`` (None where the teacher did not) and, from
+    a teacher head that reads vectors, ``teacher_vector`` (its encoder's, float16 bytes)."""
     keys = list(dict.fromkeys(labelled["item_key"].tolist() + soft.rows["item_key"].tolist()))
     frame = pd.DataFrame({"item_key": keys})
     frame["label"] = frame["item_key"].map(
         dict(zip(labelled["item_key"], labelled["label"], strict=True))
     )
-    frame["logits"] = frame["item_key"].map(
-        dict(zip(soft.rows["item_key"], soft.rows["logits"], strict=True))
-    )
+    for column, name in (("logits", "logits"), ("vector", "teacher_vector")):
+        if column in soft.rows.columns:
+            frame[name] = frame["item_key"].map(
+                dict(zip(soft.rows["item_key"], soft.rows[column], strict=True))
+            )
     return frame
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sqlheads.compute import teach as teach_half
@@ -31,7 +32,7 @@ from sqlheads.engine.students.transfer import TransferRecipe, transfer_keys
 from sqlheads.errors import ClassMismatchError, NotFoundError, TeacherNotDeployedError
 from sqlheads.store import transfer_cache
 from sqlheads.store.repository import EmbeddingSet, Encoder, Model, Store, validate_name
-from sqlheads.store.vectors import pack_rows
+from sqlheads.store.vectors import HALF_DTYPE, pack_rows
 from sqlheads.verbs.encoders import encoder_ref
 from sqlheads.verbs.rows import RowSource, text_source
 
@@ -121,10 +122,12 @@ def refuse_other_classes(teacher: TeacherHead, classes: list[str]) -> None:
 def own_soft_labels(
     store: Store, teacher: TeacherHead, texts: Mapping[str, str], progress: Progress | None
 ) -> pd.DataFrame:
-    """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes), as
-    SQL Server's half scores them (:func:`sqlheads.compute.teach.teacher_logits`): a head
-    reuses the vectors its set holds for a key whose stored text is the same text; the rest are
-    scored now, in key order (the same batches whatever order the rows came in)."""
+    """The teacher's logits for the student's own rows (``item_key``, ``logits`` bytes) and,
+    for a teacher that reads vectors, its encoder's vector of each row (``vector``, float16
+    bytes; None for a teacher that reads text), as SQL Server's half scores them
+    (:func:`sqlheads.compute.teach.teacher_logits`): a head reuses the vectors its set holds
+    for a key whose stored text is the same text; the rest are scored now, in key order (the
+    same batches whatever order the rows came in)."""
     started = time.perf_counter()
     keys = sorted(k for k, t in texts.items() if t is not None and str(t).strip())
     stored: list[tuple[Any, Any]] = [(None, None)] * len(keys)
@@ -133,7 +136,7 @@ def own_soft_labels(
         same = [k for k in keys if hashes.get(k) == text_sha256(str(texts[k]))]
         vectors = store.vectors_for_keys(teacher.model.set_id, same)
         stored = [(hashes.get(k), vectors.get(k)) for k in keys]
-    logits, reused = teach_half.teacher_logits(
+    logits, embedded, reused = teach_half.teacher_logits(
         teacher.teacher,
         [str(texts[k]) for k in keys],
         stored,
@@ -143,7 +146,15 @@ def own_soft_labels(
     teacher.scored["own_rows_from_stored_vectors"] = reused
     teacher.scored["own_rows_scored"] = len(keys) - reused
     teacher.seconds["own_rows"] = time.perf_counter() - started
-    return pd.DataFrame({"item_key": keys, "logits": pack_rows(logits)})
+    return pd.DataFrame(
+        {"item_key": keys, "logits": pack_rows(logits), "vector": _half(embedded, len(keys))}
+    )
+
+
+def _half(vectors: np.ndarray | None, rows: int) -> list[bytes | None]:
+    """Each row's vector as float16 bytes (a teacher's vectors, as the cache keeps them);
+    None for every row when the teacher made none."""
+    return [None] * rows if vectors is None else pack_rows(vectors, HALF_DTYPE)
 
 
 def transfer_soft_labels(
@@ -156,7 +167,8 @@ def transfer_soft_labels(
     exclude: list[str] | None = None,
 ) -> pd.DataFrame:
     """Transfer rows made from ``origin`` (key -> text: rows the student may learn from, never
-    held-out ones) with the teacher's logits: ``text``, ``origin_key``, ``how``, ``logits``.
+    held-out ones) with the teacher's logits and its encoder's vectors: ``text``,
+    ``origin_key``, ``how``, ``logits``, ``vector`` (float16 bytes, None where it made none).
 
     ``student_encoder`` (its sha256 and bytes) supplies the replacement words
     (:func:`sqlheads.compute.teach.transfer_rows`, as SQL Server's half makes them).
@@ -165,7 +177,7 @@ def transfer_soft_labels(
     started = time.perf_counter()
     if recipe.rows == 0 or not origin:
         teacher.scored |= {"transfer_rows_cached": 0, "transfer_rows_scored": 0}
-        return pd.DataFrame(columns=["text", "origin_key", "how", "logits"])
+        return pd.DataFrame(columns=["text", "origin_key", "how", "logits", "vector"])
     cached = transfer_cache.open_transfer_set(
         store,
         model_id=teacher.model.model_id,
@@ -191,8 +203,8 @@ def transfer_soft_labels(
         for start in range(0, len(todo), CACHE_CHUNK):
             chunk = todo[start : start + CACHE_CHUNK]
             texts = [rows[i].text for i in chunk]
-            logits = as_logits(
-                teacher.teacher.probabilities(texts, after(progress, start, len(todo)))
+            probabilities, vectors = teacher.teacher.scored(
+                texts, after(progress, start, len(todo))
             )
             transfer_cache.add_transfer_rows(
                 store,
@@ -205,8 +217,14 @@ def transfer_soft_labels(
                         "how": rows[i].how,
                         "text": rows[i].text,
                         "logits": blob,
+                        "vector": vector,
                     }
-                    for i, blob in zip(chunk, pack_rows(logits), strict=True)
+                    for i, blob, vector in zip(
+                        chunk,
+                        pack_rows(as_logits(probabilities)),
+                        _half(vectors, len(chunk)),
+                        strict=True,
+                    )
                 ],
             )
         teacher.seconds["transfer_scoring"] = time.perf_counter() - scoring_started
@@ -214,7 +232,7 @@ def transfer_soft_labels(
     teacher.scored["transfer_rows_cached"] = wanted - len(todo)
     found = transfer_cache.read_transfer_rows(store, cached, wanted)
     teacher.seconds["transfer_rows"] = time.perf_counter() - started
-    return found[["text", "origin_key", "how", "logits"]]
+    return found[["text", "origin_key", "how", "logits", "vector"]]
 
 
 @dataclass
@@ -223,8 +241,9 @@ class Taught:
     transfer rows with theirs, and the report of what the teacher scored."""
 
     teacher: TeacherHead
-    soft: pd.DataFrame  # item_key, logits (bytes, the teacher's classes' order)
-    transfer: pd.DataFrame  # item_key (made up, never a real key), text, logits, origin_key
+    soft: pd.DataFrame  # item_key, logits (bytes, the teacher's classes' order), vector
+    # item_key (made up, never a real key), text, logits, origin_key, vector (float16 or None)
+    transfer: pd.DataFrame
     report: dict[str, Any]
 
     @property
@@ -234,7 +253,8 @@ class Taught:
 
     def with_transfer_rows(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` (distill's input) with the transfer rows after its own: no gold label,
-        the teacher's logits, their text, and chosen for distillation when rows are chosen."""
+        the teacher's logits and vectors, their text, and chosen for distillation when rows
+        are chosen."""
         if self.transfer.empty:
             return frame
         extra = pd.DataFrame(
@@ -242,6 +262,7 @@ class Taught:
                 "item_key": self.transfer["item_key"],
                 "label": None,
                 "logits": self.transfer["logits"],
+                "teacher_vector": self.transfer["vector"],
                 "text": self.transfer["text"],
             }
         )

@@ -1,6 +1,7 @@
 -- heads.request_teacher: queue fine-tuning a teacher on a head's labels for the GPU sidecar,
 -- then its soft labels for every row of the set and the students (@students: a comma list of
--- encoder and word; N'' for none), as `sqlheads request-teacher` does.
+-- encoder and word; N'' for none), as `sqlheads request-teacher` does. @student_layers: the
+-- transformer layers the encoder student keeps of @student_model's (NULL: all).
 --
 -- @labels (item_key, label) and @source (item_key, text; default: the set's stored source
 -- query, for its author alone: heads.set_source) run once here, with the caller's own
@@ -24,6 +25,7 @@ CREATE OR ALTER PROCEDURE heads.request_teacher
     @model nvarchar(400) = NULL,
     @students nvarchar(100) = NULL,
     @student_model nvarchar(400) = NULL,
+    @student_layers int = NULL,
     @deploy varchar(16) = NULL,
     @epochs int = NULL,
     @batch_size int = NULL,
@@ -113,6 +115,7 @@ BEGIN
                 @text_source AS source,
                 @model AS model,
                 @student_model AS student_model,
+                @student_layers AS student_layers,
                 @wanted_deploy AS deploy,
                 @epochs AS epochs,
                 @batch_size AS batch_size,

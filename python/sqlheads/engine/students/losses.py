@@ -1,8 +1,11 @@
-"""The distillation loss: one KL term on the teacher's soft labels, optional gold cross-entropy.
+"""The distillation loss: one KL term on the teacher's soft labels, optional gold cross-entropy;
+and the feature loss an encoder student adds when its teacher's encoder gave vectors.
 
 As in the seed (``distillation-tiny-student.txt``): the student matches the teacher's softened
 distribution over every row the teacher labelled, labelled or not; gold labels, where a row has
-one, may add a weighted cross-entropy term.
+one, may add a weighted cross-entropy term. The feature loss (as TinyBERT and MiniLM distil
+hidden states, not only logits) pulls the student's pooled vector, through a learned
+projection, toward the teacher encoder's vector of the same row.
 """
 
 from __future__ import annotations
@@ -38,3 +41,16 @@ def distillation_loss(
         ce = F.cross_entropy(student_logits[labelled], gold[labelled], reduction="sum")
         loss = loss + gold_weight * ce / rows
     return loss
+
+
+def feature_loss(
+    projected: torch.Tensor, teacher_vectors: torch.Tensor, has_vector: torch.Tensor
+) -> torch.Tensor:
+    """Mean over the batch of ``1 - cos(projected, teacher vector)``; a row without a teacher
+    vector (``has_vector`` False) contributes nothing. Cosine, not a squared distance: the
+    teacher's vectors are unit length, and only their direction carries what its head reads."""
+    rows = projected.shape[0]
+    if not bool(has_vector.any()):
+        return projected.new_zeros(())
+    similarity = F.cosine_similarity(projected[has_vector], teacher_vectors[has_vector], dim=1)
+    return (1 - similarity).sum() / rows

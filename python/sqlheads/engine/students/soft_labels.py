@@ -43,19 +43,32 @@ class Teacher:
     ) -> np.ndarray:
         """(texts, classes) probabilities, scored ``chunk`` texts at a time; ``progress``
         hears of each chunk done: ``(texts scored, texts)``."""
+        return self.scored(texts, progress, chunk)[0]
+
+    def scored(
+        self,
+        texts: Sequence[str],
+        progress: Progress | None = None,
+        chunk: int = SCORE_CHUNK,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The probabilities, and the vectors the teacher's encoder made of the texts on the
+        way (None for a teacher that reads text): what an encoder student's feature loss
+        learns, kept so that no text is embedded twice."""
         out = np.zeros((len(texts), len(self.classes)), dtype=np.float32)
+        vectors = None
         for start in range(0, len(texts), chunk):
             part = list(texts[start : start + chunk])
-            out[start : start + len(part)] = (
-                self.probabilities_of_vectors(
-                    self.encoder.encode(part, long_text=self.long_text).vectors
-                )
-                if self.reads == "vector"
-                else self.model.predict_proba(part)
-            )
+            if self.reads == "vector":
+                encoded = self.encoder.encode(part, long_text=self.long_text).vectors
+                if vectors is None:
+                    vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
+                vectors[start : start + len(part)] = encoded
+                out[start : start + len(part)] = self.probabilities_of_vectors(encoded)
+            else:
+                out[start : start + len(part)] = self.model.predict_proba(part)
             if progress is not None:
                 progress(start + len(part), len(texts), None)
-        return out
+        return out, vectors
 
     def probabilities_of_vectors(self, vectors: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict_proba(vectors), dtype=np.float32)

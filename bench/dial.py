@@ -1,0 +1,84 @@
+"""The encoder student's speed dial, for ``bench students``: each depth of MiniLM, with and
+without the feature loss (learning the teacher's vectors beside its soft labels), distilled by
+the same teacher on the same cached transfer rows; its table and headline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import Table, fmt, pct
+
+FEATURE = {True: "labels + vectors", False: "labels only"}
+
+
+def name(layers: int, feature: bool) -> str:
+    """The dial student's row name in every table of the section (and its plot's label)."""
+    return f"encoder student L{layers}, {FEATURE[feature]}"
+
+
+def distill_dial(
+    distill: Callable[..., dict[str, Any]], options: dict[str, Any], layers: tuple[int, ...]
+) -> dict[str, dict[str, Any]]:
+    """Each depth of ``layers``, feature loss on then off, distilled with ``options`` (transfer
+    rows, epochs, ... as ``host.distill`` takes them) on the CPU; by :func:`name`."""
+    return {
+        name(n, feature): distill(
+            f"distill the {name(n, feature)}",
+            student="encoder",
+            layers=n,
+            feature_weight=None if feature else 0.0,
+            device="cpu",
+            **options,
+        )
+        for n in layers
+        for feature in (True, False)
+    }
+
+
+def dial_table(
+    dialled: dict[str, dict[str, Any]],
+    steps: dict[str, float],
+    alone: dict[str, float],
+    reference: tuple[str, float],
+    rows: int,
+    epochs: int,
+) -> Table:
+    """Accuracy, distill seconds and rows/s of each dial student, beside MiniLM + head."""
+    minilm_name, minilm = reference
+    lines = []
+    for label, result in dialled.items():
+        rate = alone[label]
+        depth, learnt = label.removeprefix("encoder student L").split(", ")
+        lines.append(
+            [depth, "on" if learnt == FEATURE[True] else "off", fmt(rows), str(epochs),
+             pct(result["accuracy"]), pct(result["teacher_accuracy"]),
+             f"{steps[f'distill the {label}']:.0f}", fmt(round(rate)), f"{rate / minilm:.2f}x"]
+        )  # fmt: skip
+    return Table(
+        "The encoder student's dial: MiniLM-L6 cut to N layers (spread from the first), with "
+        "and without the feature loss (its pooled vector, through a learned projection, against "
+        "the teacher encoder's), the same teacher and cached transfer rows; distill seconds "
+        "wall, on the CPU; rows/s of the models alone, against "
+        f"{minilm_name}'s {fmt(round(minilm))}",
+        ["depth", "feature loss", "transfer rows", "epochs", "accuracy", "teacher, same rows",
+         "distill s", "rows/s", "x MiniLM + head"],
+        lines,
+    )  # fmt: skip
+
+
+def dial_headline(
+    dialled: dict[str, dict[str, Any]], alone: dict[str, float], minilm: float
+) -> list[str]:
+    """One headline row: each depth's accuracy and speed against MiniLM + head (feature loss
+    on)."""
+    shown = [(label, r) for label, r in dialled.items() if label.endswith(FEATURE[True])]
+    return [
+        "students",
+        "RT encoder student by depth, labels + vectors: layers "
+        + " / ".join(label.removeprefix("encoder student L").split(",")[0] for label, _ in shown),
+        " / ".join(
+            f"{pct(r['accuracy'])} at {alone[label] / minilm:.1f}x MiniLM + head"
+            for label, r in shown
+        ),
+    ]
