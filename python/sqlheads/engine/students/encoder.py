@@ -70,6 +70,17 @@ def _tuner(name: str) -> tuple:
     return allowed_of(TunerParams, name)
 
 
+# --layers' and --feature-weight's help (constants: the API page prints a field on one line)
+LAYERS_HELP = (
+    "Encoder student: keep N of its model's transformer layers (MiniLM-L6: 1 to 6; default "
+    "all): fewer score faster."
+)
+FEATURE_WEIGHT_HELP = (
+    "Encoder student: weight of learning the teacher head's encoder vectors beside its soft "
+    f"labels (0: soft labels alone; default {FEATURE_WEIGHT:g} where the teacher gives them)."
+)
+
+
 @dataclass(frozen=True)
 class EncoderStudentParams(Params):
     """What the encoder student is made of; its epochs, lr and seed come from
@@ -96,8 +107,7 @@ class EncoderStudentParams(Params):
         None,
         Interval(int, 1, None),
         None,
-        about="Encoder student: keep N of its model's transformer layers (MiniLM-L6: 1 to 6; "
-        "default all): fewer score faster.",
+        about=LAYERS_HELP,
     )
     # the teacher-vector loss's weight beside the soft labels' KL (0: soft labels alone; None:
     # FEATURE_WEIGHT where the teacher gives its encoder's vectors, none where it gives none)
@@ -105,9 +115,7 @@ class EncoderStudentParams(Params):
         None,
         Interval(float, 0, 100),
         None,
-        about="Encoder student: weight of learning the teacher head's encoder vectors beside "
-        f"its soft labels (0: soft labels alone; default {FEATURE_WEIGHT:g} where the teacher "
-        "gives them).",
+        about=FEATURE_WEIGHT_HELP,
     )
     # which of the model's layers it keeps (kept_layers), what its classifier reads (POOLINGS):
     # bench probes (bench.dial_probes), not a door's
