@@ -25,6 +25,11 @@ from sqlalchemy import func, select, update
 # sqlheads keeps them on this machine (~/.cache/sqlheads), so that a second run exports nothing.
 # The first use is checked once, on an empty cache of its own (tests/test_cli_progress.py).
 os.environ["HF_HUB_OFFLINE"] = "1"
+# Under pytest-xdist each worker's torch (and the processes it starts) gets its share of the cores:
+# two workers with torch's default of one thread per core each would run four on two cores.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, share)))
 OWN_CACHE = None if "SQLHEADS_CACHE" in os.environ else tempfile.mkdtemp(prefix="sqlheads-cache-")
 if OWN_CACHE:
     os.environ["SQLHEADS_CACHE"] = OWN_CACHE
@@ -226,3 +231,34 @@ def count_rows(store: Store, table) -> int:
 def pytest_sessionfinish(session, exitstatus) -> None:
     if OWN_CACHE:
         shutil.rmtree(OWN_CACHE, ignore_errors=True)
+
+
+# The suite runs on every core (-n auto in pyproject.toml), up to four: each worker holds its own
+# torch, encoders and session templates, and past four the templates cost more than they save.
+MAX_WORKERS = 4
+# The modules that take longest (--durations, 2 cores), longest first: each is one unit of work
+# (--dist loadfile: its module fixtures are built once), and a worker takes the next unit when
+# it runs dry, so handing out the long ones first leaves no worker a long tail alone.
+LONGEST_FIRST = (
+    "test_readme.py",  # every page's shell blocks, in order, in one directory
+    "test_bench_smoke.py",  # every benchmark at tiny sizes
+    "test_teacher.py",
+    "test_order_invariance.py",
+    "test_engine_encoder.py",
+    "test_teacher_heads.py",
+    "test_torch_encoder.py",
+    "test_embedded_integrity.py",
+    "test_sqlserver_grants.py",
+)
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    def rank(item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each module's own order is kept

@@ -1,5 +1,6 @@
 """Parse gates for the T-SQL surface: Microsoft's grammar (ScriptDom, through ``maxdop``) and
-sqlfluff (tsql dialect, raw templater) over every file of sql/ and the offline migration script;
+sqlfluff (tsql dialect, raw templater) over every file of sql/ that can still change (a released
+revision's are frozen) and the offline migration script;
 and a deliberately broken file that both gates must reject, so that a gate that cannot fail is
 caught. Also the compose file, through the docker compose client where one is installed."""
 
@@ -125,8 +126,13 @@ def test_offline_downgrade_parses(tmp_path: Path) -> None:
     assert maxdop(script).returncode == 0
 
 
-def test_sqlfluff_lints_every_file() -> None:
-    result = sqlfluff_lint(ROOT / "sql", SMOKE)
+def test_sqlfluff_lints_every_file_that_can_still_change() -> None:
+    # A released revision's files were linted before its release, and
+    # test_released_revisions_are_frozen keeps them byte for byte: linting them again (half a
+    # minute of the suite) could fail only on another sqlfluff, and constraints.txt pins it.
+    released = {r for r in sqlheads_sql.revisions() if (ROOT / "sql" / r / "SHA256SUMS").is_file()}
+    changing = [p for p in SQL_FILES if p.relative_to(ROOT / "sql").parts[0] not in released]
+    result = sqlfluff_lint(*changing, SMOKE)
     assert result.returncode == 0, result.stdout[-4000:]
 
 
