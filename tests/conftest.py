@@ -236,9 +236,9 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 # The suite runs on every core (-n auto in pyproject.toml), up to four: each worker holds its own
 # torch, encoders and session templates, and past four the templates cost more than they save.
 MAX_WORKERS = 4
-# The modules that take longest (--durations, 2 cores), longest first: each is one unit of work
-# (--dist loadfile: its module fixtures are built once), and a worker takes the next unit when
-# it runs dry, so handing out the long ones first leaves no worker a long tail alone.
+# The modules that take longest (--durations, 2 cores), longest first. Each module is one unit of
+# work (--dist loadfile: its module fixtures are built once), and a worker takes the next unit
+# when it runs dry, so handing out the long ones first leaves no worker a long tail alone.
 LONGEST_FIRST = (
     "test_readme.py",  # every page's shell blocks, in order, in one directory
     "test_bench_smoke.py",  # every benchmark at tiny sizes
@@ -250,10 +250,29 @@ LONGEST_FIRST = (
     "test_embedded_integrity.py",
     "test_sqlserver_grants.py",
 )
+# Modules that share a session fixture too dear to build twice join another's unit: the suite's
+# one full demo run (demo_run, half a minute) serves the README's blocks and the demo's tests.
+SAME_WORKER = {"test_cli.py": "test_readme.py"}
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile's units, but SAME_WORKER's modules join another's (xdist's loadgroup
+    would do it by marks, but it renames tests through an attribute pytest 9 no longer reads)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            folder, _, name = module.rpartition("/")
+            return f"{folder}/{SAME_WORKER.get(name, name)}"
+
+    return ModuleUnits(config, log)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
