@@ -11,7 +11,7 @@ The default all-MiniLM-L6-v2 int8 graph embeds the held-out rows of the fixed Ro
 split natively and emulated; a default head fitted on the native int8 vectors of the training
 rows scores both. Printed: the cosine of each emulated vector to the native int8 and fp32 ones,
 and the head's accuracy on each; and whether a text's vector depends on its batch there
-(:func:`bench.int8_graphs.batchings`: the same texts alone, shuffled in batches of 8, in
+(:func:`bench.batchings.batchings`: the same texts alone, shuffled in batches of 8, in
 length-sorted batches of 32), as ``python -m bench encode`` measures natively.
 """
 
@@ -34,7 +34,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 EMBED = """
 import sys, numpy as np
 sys.path.insert(0, sys.argv[5])
-from bench.int8_graphs import batchings
+from bench.batchings import batchings
 from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 folder = sys.argv[1]
 texts = [line.rstrip("\\n") for line in open(folder + "/texts.txt", encoding="utf-8")]
@@ -50,7 +50,7 @@ def embed_emulated(
     artifact, texts: list[str], cpu: str = CPU_MODEL, *, batched: bool = False
 ) -> np.ndarray | dict[str, np.ndarray]:
     """``texts`` (one line each) embedded by ``artifact`` (an ``EncoderArtifact``) in a Python
-    process that QEMU runs as CPU model ``cpu`` (``batched``: :func:`bench.int8_graphs.batchings`
+    process that QEMU runs as CPU model ``cpu`` (``batched``: :func:`bench.batchings.batchings`
     of them there);
     raises where ``qemu-x86_64`` is missing."""
     qemu = shutil.which("qemu-x86_64")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.batchings import batchings
 from bench.common import (
     Section,
     Table,
@@ -39,30 +40,6 @@ PER_TENSOR = "int8, per-tensor scales (before)"
 GRAPHS = {"int8": "int8", PER_TENSOR: PER_TENSOR, "fp32": "none"}
 QUANTIZATION = {"int8": "int8", "fp32": "none"}
 ACCURACY_TARGET_POINTS = 0.5
-BATCH_OF_8, BATCH_OF_32 = "shuffled, batches of 8", "length-sorted, batches of 32"
-
-
-def batchings(encoder, texts: list[str], long: str | None = None) -> dict[str, np.ndarray]:
-    """The same ``texts`` embedded by ``encoder`` (an ``OnnxEncoder``) each alone, shuffled in
-    batches of 8 (one ``encode`` call with no token limit is one batch: mixed lengths), in the
-    encoder's own length-sorted batches of 32, and, given a ``long`` text, each beside it (a
-    batch padded to the long text's width). A text's vector should be the same in each."""
-    order = np.random.default_rng(7).permutation(len(texts))
-    shuffled = np.zeros((len(texts), encoder.dim), dtype=np.float32)
-    for start in range(0, len(texts), 8):
-        rows = order[start : start + 8]
-        shuffled[rows] = encoder.encode([texts[i] for i in rows], batch_tokens=None).vectors
-    found = {
-        "alone": np.vstack([encoder.encode([text]).vectors for text in texts]),
-        BATCH_OF_8: shuffled,
-        BATCH_OF_32: encoder.encode(texts, batch_size=32).vectors,
-    }
-    if long is not None:
-        found["beside a long text"] = np.vstack(
-            [encoder.encode([text, long], long_text="truncate", batch_tokens=None).vectors[:1]
-             for text in texts]
-        )  # fmt: skip
-    return found
 
 
 def batch_invariance(found: dict[str, np.ndarray]) -> dict[str, float]:

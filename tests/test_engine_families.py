@@ -40,7 +40,7 @@ from sqlheads.errors import (
 from sqlheads.verbs import encoders
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: bench/
-from bench.int8_graphs import batchings  # noqa: E402
+from bench.batchings import batchings  # noqa: E402
 
 MPNET = catalog.CATALOG["all-mpnet-base-v2"]
 needs_mpnet = pytest.mark.skipif(
