@@ -82,7 +82,7 @@ SIZES: dict[str, dict[str, Any]] = {
              "matmul": 2048, "invariance": 400, "emulated": 100},
     "quick": {"rt": 300, "imdb": 24, "threads": (1, 2), "rounds": 2, "head_rows": None,
               "matmul": 1024, "invariance": 120, "emulated": 24},
-    "tiny": {"rt": 40, "imdb": 4, "threads": (2,), "rounds": 1, "head_rows": 300,
+    "tiny": {"rt": 40, "imdb": 4, "threads": (2,), "rounds": 1, "head_rows": 120,
              "matmul": 256, "paths": ("int8", "fp32", PEER), "profiled": ("int8",),
              "invariance": 16, "emulated": 0},
 }  # fmt: skip

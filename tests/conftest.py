@@ -19,7 +19,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 # Weights come from site-packages; the hub is unreachable. Unless SQLHEADS_CACHE names a cache,
-# each test session has a fresh one (registered encoders, sidecar jobs' teachers: gigabytes by
+# each test session has a fresh one, shared by its xdist workers as by sidecars of several
+# databases on one host (registered encoders, sidecar jobs' teachers: gigabytes by
 # the end, removed with the session, CI's disk not being ours to fill), except for what is the
 # same on every run: the catalogue's ONNX exports and the unpacked MPNet archive, kept where
 # sqlheads keeps them on this machine (~/.cache/sqlheads), so that a second run exports nothing.
@@ -179,6 +180,23 @@ def demo_run(tmp_path_factory) -> tuple[dict, Path]:
     return result, database
 
 
+@pytest.fixture(scope="session")
+def strict_site(tmp_path_factory) -> Path:
+    """The documentation site, ``mkdocs build --strict``, built once for the session: checked
+    by tests/test_docs.py, rendered (a copy) by tests/test_docs_render.py, in one worker
+    (SAME_WORKER below)."""
+    site = tmp_path_factory.mktemp("site")
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    return site
+
+
 def run_demo(folder: Path) -> dict:
     """``sqlheads --json demo`` run in ``folder`` as a user's shell runs it: its JSON."""
     completed = subprocess.run(
@@ -251,8 +269,9 @@ LONGEST_FIRST = (
     "test_sqlserver_grants.py",
 )
 # Modules that share a session fixture too dear to build twice join another's unit: the suite's
-# one full demo run (demo_run, half a minute) serves the README's blocks and the demo's tests.
-SAME_WORKER = {"test_cli.py": "test_readme.py"}
+# one full demo run (demo_run, half a minute) serves the README's blocks and the demo's tests;
+# the site built once (strict_site) is checked and rendered.
+SAME_WORKER = {"test_cli.py": "test_readme.py", "test_docs_render.py": "test_docs.py"}
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

@@ -4,7 +4,6 @@ generated from the code, and figures that match the files the benchmarks wrote."
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -26,26 +25,13 @@ def _references():
     return module
 
 
-def build_site(site: Path) -> None:
-    """``mkdocs build --strict`` of the site into ``site``, which must succeed."""
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
-    )
-    assert built.returncode == 0, built.stderr[-3000:]
-
-
-def test_the_site_builds_strict(tmp_path):
+def test_the_site_builds_strict(strict_site: Path):
     """A broken link or anchor, a page left out of the navigation, or a generated reference
     that differs from the code fails the build (mkdocs.yml: strict, validation, hooks)."""
-    build_site(tmp_path)
-    assert (tmp_path / "guides" / "dba" / "index.html").exists()
+    assert (strict_site / "guides" / "dba" / "index.html").exists()
     # the Python API reference is rendered from the docstrings (mkdocstrings), their Sphinx
     # roles shown as code (docs/hooks/sphinx_roles.py), not printed as ":class:`...`"
-    api = (tmp_path / "reference" / "python" / "index.html").read_text(encoding="utf-8")
+    api = (strict_site / "reference" / "python" / "index.html").read_text(encoding="utf-8")
     for rendered in ("HeadClassifier", "in scikit-learn's manner", "Distil a teacher"):
         assert rendered in api, rendered
     assert not re.search(r":(class|func|meth|mod|data|attr):", api), "a Sphinx role shows"

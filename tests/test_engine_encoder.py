@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -172,6 +173,20 @@ def test_a_cpu_without_vnni_computes_the_same_vectors_emulated(fp32_artifact, in
     assert cosine(emulated, here).min() > 0.99
     assert cosine(emulated, fp32).min() > MIN_COSINE_FLOOR
     assert abs(cosine(emulated, fp32).mean() - cosine(here, fp32).mean()) < 1e-3
+
+
+def test_an_encoders_threads_follow_omp_num_threads_else_the_cores_it_may_use(
+    int8_artifact, monkeypatch
+):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    session = encoder_module.encoder_session(int8_artifact.onnx)
+    assert session.get_session_options().intra_op_num_threads == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert encoder_module.default_threads() == len(os.sched_getaffinity(0))
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert encoder_module.default_threads() == len(os.sched_getaffinity(0))
+    told = encoder_module.encoder_session(int8_artifact.onnx, threads=3)
+    assert told.get_session_options().intra_op_num_threads == 3
 
 
 def test_the_cpu_kind_is_read_from_its_flags():

@@ -226,6 +226,22 @@ def test_a_job_keeps_its_work_dir_until_nothing_can_resume_from_it(
     assert states == ["failed", False]
 
 
+def test_two_databases_job_folders_differ_though_their_job_ids_are_the_same(
+    tmp_path, monkeypatch
+) -> None:
+    """Job ids start at 1 in every database, and sidecars of two databases on one host share
+    the cache: job 1 of one must not find, overwrite or delete job 1 of the other's
+    checkpoints (two test workers' teacher jobs did: 'No such file ... stages.partial')."""
+    first, second = (Store.from_url(f"sqlite:///{tmp_path / name}") for name in ("a.db", "b.db"))
+    options = SidecarOptions(device="cpu")
+    folders = [Sidecar(store, options).work_dir(1) for store in (first, second)]
+    assert folders[0] != folders[1] and folders[0].name == folders[1].name == "job-1"
+    # Stable across restarts, and the same file however its URL spells the path.
+    monkeypatch.chdir(tmp_path)
+    again = Store.from_url("sqlite:///a.db")
+    assert Sidecar(again, options).work_dir(1) == folders[0]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: nothing to refuse")
 def test_a_gpu_asked_for_and_absent_is_refused(store: Store) -> None:
     with pytest.raises(DeviceUnavailableError) as refused:

@@ -28,7 +28,6 @@ from sqlheads import host
 from sqlheads.cli import app
 from sqlheads.engine.devices import resolve_device
 from sqlheads.engine.encoders.catalog import catalog_encoder
-from sqlheads.engine.encoders.onnx_encoder import cache_dir
 from sqlheads.engine.evaluation import held_out_keys, stratified_split
 from sqlheads.engine.training.fine_tuning import TeacherClassifier
 from sqlheads.engine.training.params import TeacherParams, TunerParams
@@ -53,6 +52,7 @@ from sqlheads.errors import (
 )
 from sqlheads.sidecar.requests import TeacherRequest, request_teacher
 from sqlheads.sidecar.teacher import STAGES, run_teacher
+from sqlheads.sidecar.worker import Sidecar, SidecarOptions
 from sqlheads.store import schema
 from sqlheads.store.jobs import JobQueue
 from sqlheads.store.repository import Store
@@ -501,7 +501,7 @@ def test_a_sidecar_claiming_a_job_whose_stages_are_stored_does_none_of_them_twic
     and finishes it without a second teacher, soft labels or student; the folder goes."""
     store = copy_database(teacher_job.database)
     url = store.engine.url.render_as_string(hide_password=False)
-    work_dir = cache_dir() / "jobs" / f"job-{teacher_job.job_id}"
+    work_dir = Sidecar(store, SidecarOptions(device="cpu")).work_dir(teacher_job.job_id)
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     shutil.copyfile(teacher_job.stages, work_dir / STAGES)

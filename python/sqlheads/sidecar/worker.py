@@ -12,6 +12,7 @@ while it has attempts left); a killed sidecar's job goes stale and is taken over
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import shutil
 import signal
@@ -73,6 +74,16 @@ JOB_KINDS = tuple(WORK)
 
 def _seconds(what: str) -> float:
     return float(settings.default(f"jobs.{what}_seconds"))
+
+
+def database_key(store: Store) -> str:
+    """A folder name for ``store``'s jobs under the cache: job ids start at 1 in every database,
+    and sidecars of two databases on one host share the cache. Its URL without the password,
+    a SQLite file's path made absolute."""
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        url = url.set(database=str(Path(url.database).resolve()))
+    return hashlib.sha256(url.render_as_string(hide_password=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -179,7 +190,7 @@ class Sidecar:
         self.heartbeat_seconds = float(self.options.heartbeat_seconds)
         self.poll_seconds = float(self.options.poll_seconds)
         self.console = console or Console(stderr=True)
-        self.work_root = self.options.work_root or cache_dir() / "jobs"
+        self.work_root = self.options.work_root or cache_dir() / "jobs" / database_key(store)
         self.signals = _StopSignals()
 
     def run(self) -> dict[str, Any]:
@@ -208,6 +219,11 @@ class Sidecar:
             summary["stopped"] = self.signals.requested
         return summary | {"jobs": ran}
 
+    def work_dir(self, job_id: int) -> Path:
+        """A job's folder: the same on every attempt, so that the checkpoints of a killed
+        attempt are found by the next one."""
+        return self.work_root / f"job-{job_id}"
+
     def _idle(self) -> None:
         """Wait ``poll_seconds`` before the next claim; a stop ends the wait early."""
         until = time.monotonic() + self.poll_seconds
@@ -227,8 +243,7 @@ class Sidecar:
         stop = threading.Event()
         progress = RecordedProgress(self.queue, job, self.options.worker, stop, bar)
         beat = _Heartbeat(self.queue, job, self.options.worker, self.heartbeat_seconds, progress)
-        # Stable across attempts: checkpoints of a killed attempt are found by the next one.
-        work_dir = self.work_root / f"job-{job.job_id}"
+        work_dir = self.work_dir(job.job_id)
         work_dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         outcome: dict[str, Any] = {"job_id": job.job_id, "kind": job.kind, "part": job.part}

@@ -232,6 +232,18 @@ class SessionTuning(NamedTuple):
 DEFAULT_TUNING = SessionTuning()
 
 
+def default_threads() -> int:
+    """An encoder's threads unless told: ``OMP_NUM_THREADS`` where it is set (torch reads it
+    too: one cap for both), else the cores this process may run on (a container's or a
+    pinned process's share, not the machine's count)."""
+    told = os.environ.get("OMP_NUM_THREADS", "")
+    if told.isdigit() and int(told) > 0:
+        return int(told)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def encoder_session(
     model: str | Path | bytes, threads: int | None = None, tuning: SessionTuning = DEFAULT_TUNING
 ):
@@ -239,7 +251,7 @@ def encoder_session(
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or os.cpu_count() or 1
+    options.intra_op_num_threads = threads or default_threads()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", str(int(tuning.spin)))
     if tuning.profile_prefix:
