@@ -70,8 +70,7 @@ def teaching_rows(path: str, transfer_rows: int):
     return (texts, logits, vectors, gold), (test["text"].tolist(), test["label"].to_numpy())
 
 
-def probe(name: str, rows, held_out, epochs: int, lr: float) -> dict:
-    from sqlheads.engine.students.distillation import DistillParams
+def probe(name: str, rows, held_out, distill_params) -> dict:
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
     layers, choice, weight, pooling = PROBES[name]
@@ -83,7 +82,7 @@ def probe(name: str, rows, held_out, epochs: int, lr: float) -> dict:
     started, cpu = time.perf_counter(), time.process_time()
     student = EncoderStudent(params).fit(
         texts, ["negative", "positive"], logits, gold, teacher_vectors=vectors,
-        distill=DistillParams(epochs=epochs, lr=lr),
+        distill=distill_params,
     )  # fmt: skip
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     predicted = np.asarray(student.classes_)[student.predict_proba(held_out[0]).argmax(axis=1)]
@@ -92,8 +91,10 @@ def probe(name: str, rows, held_out, epochs: int, lr: float) -> dict:
         "layers_kept": student.layers_kept_,
         "feature_rows": student.feature_rows_,
         "rows": len(texts),
-        "epochs": epochs,
-        "lr": lr,
+        "epochs": distill_params.epochs,
+        "lr": distill_params.lr,
+        "gold_weight": distill_params.gold_weight,
+        "seed": distill_params.seed,
         "steps": student.steps_,
         "accuracy": round(float(np.mean(predicted == held_out[1])), 4),
         "quantization": student.quantization_,
@@ -110,10 +111,19 @@ def main() -> None:
     parser.add_argument("--transfer-rows", type=int, default=6_000)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--gold-weight", type=float, default=0.0)
+    # the training's seed only: the held-out split stays the fixed one (distill's --seed moves both)
+    parser.add_argument("--seed", type=int, action="append")
     args = parser.parse_args()
+    from sqlheads.engine.students.distillation import DistillParams
+
     rows, held_out = teaching_rows(args.db, args.transfer_rows)
-    for name in args.probe:
-        print(json.dumps(probe(name, rows, held_out, args.epochs, args.lr)), flush=True)
+    for seed in args.seed or [0]:
+        params = DistillParams(
+            epochs=args.epochs, lr=args.lr, gold_weight=args.gold_weight, seed=seed
+        )
+        for name in args.probe:
+            print(json.dumps(probe(name, rows, held_out, params)), flush=True)
 
 
 if __name__ == "__main__":
