@@ -56,17 +56,17 @@ SIZES: dict[str, dict[str, Any]] = {
         "imdb": 2_000,
         "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
     },
-    # The full data and the shallow students of the encoder student's dial at its defaults,
-    # the word students cut to the default (its rows and none): what a machine whose two cores
-    # are shared five ways can run in two hours (run_benchmark("students", out, "dial"); not a
-    # scale of the other benchmarks).
+    # The full data and the encoder student's dial at its defaults, each depth with and
+    # without the feature loss, the word students cut to the default (its rows and none):
+    # about an hour on two quiet cores (run_benchmark("students", out, "dial"); not a scale of
+    # the other benchmarks).
     "dial": {
         "rt": None,
         "teacher_model": "all-mpnet-base-v2",
         "curve": (0, 12_000),
         "archs": ("bag",),
         "encoder_student": {"transfer_rows": None},
-        "layers": (3, 2),
+        "layers": (6, 3, 2),
         "imdb": None,
     },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder

@@ -164,7 +164,10 @@ def test_distill_an_encoder_student_then_predict_into_latest_predictions(
     assert summary["kind"] == "encoder_student" and summary["teacher"] == "sent_teacher"
     assert summary["is_deployed"] == 1  # the head's first version, if-better
     with store.engine.connect() as c:
-        stored = c.execute(select(schema.models.c.metrics_json)).first()
+        stored = c.execute(
+            select(schema.models.c.metrics_json, schema.models.c.params_json)
+        ).first()
+    assert json.loads(stored.params_json)["gold_weight"] == 0.5  # the kind's: none was given
     metrics = json.loads(stored.metrics_json)
     assert metrics["int8_max_abs_diff"] <= INT8_TOLERANCE and "int8_agreement" in metrics
     # Reusing the stored teacher by name (no soft-labels query) is what run_teacher does for its

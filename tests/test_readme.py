@@ -154,6 +154,9 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
         # the CPU students' block asks its teacher for ${TRANSFER_ROWS:-12000} transfer rows
         # (each student's default): minutes of MPNet's on two cores; 300 keep the test's to seconds
         "TRANSFER_ROWS": "300",
+        # the encoder student's dial distils ${LAYERS:-6 3 2}: two minutes of fine-tuning MiniLM
+        # three times on two cores; one depth runs the block's every command
+        "LAYERS": "2",
     }
     env.pop("SQLHEADS_URL", None)
     exports = docs_dir / f".exports-{page.replace('/', '-')}"  # this page's shell
@@ -175,14 +178,21 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
 def _sqlheads_commands() -> list[tuple[str, list[str]]]:
     """(where, arguments) of every ``sqlheads`` command in the shell blocks, the skipped ones
     included; continuation lines and quoted strings over several lines joined, comments, ``&``
-    and ``VAR=value`` prefixes dropped, ``${VAR:-default}`` read as its default."""
+    and ``VAR=value`` prefixes dropped, ``${VAR:-default}`` read as its default and a ``for``
+    loop's variable as its first value."""
     found = []
     for page, fence, block in BLOCKS:
-        command, first = "", 0
+        command, first, loops = "", 0, {}
         for offset, text in enumerate(block.splitlines(), start=fence + 1):
+            if loop := re.match(
+                r"\s*for (\w+) in (\S+)", re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", text)
+            ):
+                loops[loop.group(1)] = loop.group(2)
             command, first = command + " " + text.removesuffix("\\"), first or offset
             if text.endswith("\\"):
                 continue
+            for name, value in loops.items():
+                command = re.sub(rf"\$\{{?{name}\b\}}?", value, command)
             try:
                 words = shlex.split(re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", command), comments=True)
             except ValueError:  # a quoted string goes on over the next line, as bash reads it

@@ -201,8 +201,12 @@ def distill(
     ] = None,
     temperature: Annotated[float, typer.Option()] = DistillParams.temperature,
     gold_weight: Annotated[
-        float, typer.Option(help="Weight of cross-entropy on gold labels (0: KL only).")
-    ] = DistillParams.gold_weight,
+        float | None,
+        typer.Option(
+            help="Weight of cross-entropy on gold labels (0: KL only). Default: the student "
+            "kind's (encoder 0.5, the others 0)."
+        ),
+    ] = None,
     epochs: Annotated[int | None, typer.Option(help="Default: the student kind's.")] = None,
     lr: Annotated[float | None, typer.Option(help="Default: the student kind's.")] = None,
     batch_size: Annotated[int, typer.Option()] = DistillParams.batch_size,

@@ -22,7 +22,7 @@ from sqlheads.engine.constraints import Flat, Whole, keyword, passed_whole, unkn
 from sqlheads.engine.heads import HeadParams
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.encoder import EncoderStudentParams, default_lr
+from sqlheads.engine.students.encoder import GOLD_WEIGHT, EncoderStudentParams, default_lr
 from sqlheads.engine.students.head import HeadStudentParams
 from sqlheads.engine.students.tfidf import TfidfStudentParams
 from sqlheads.engine.students.transfer import DEFAULT_ROWS
@@ -75,17 +75,19 @@ class ModelKind:
     distill: Distill | None = None
     epochs: int | None = None  # distillation defaults, unless the caller gives them
     lr: float | Callable[[Any], float] | None = None  # or one of the kind's params object
+    gold_weight: float = 0.0  # the gold labels' share of the loss, unless the caller's
     progress_unit: str = "epochs"  # what its distillation counts while it runs
     transfer_rows: int = DEFAULT_ROWS  # a text student's transfer rows, unless the caller's
 
     def distill_params(self, distill: DistillParams, student_params: Any = None) -> DistillParams:
-        """``distill`` with this kind's epochs and learning rate where it gives none (the
+        """``distill`` with this kind's epochs, learning rate and gold weight where it gives
+        none (the
         learning rate of ``student_params``, this kind's defaults if None, where it depends on
         the student's choices)."""
         lr = self.lr
         if callable(lr):
             lr = lr(student_params if student_params is not None else self.params())
-        return distill.with_defaults(self.epochs, lr)
+        return distill.with_defaults(self.epochs, lr, self.gold_weight)
 
 
 def _load_head(blob: bytes) -> Scorer:
@@ -233,6 +235,7 @@ KINDS: dict[str, ModelKind] = {
         distill=_distill_encoder_student,
         epochs=3,
         lr=_encoder_student_lr,  # by depth: engine.students.encoder.default_lr
+        gold_weight=GOLD_WEIGHT,  # measured: engine.students.encoder.GOLD_WEIGHT
         progress_unit="steps",
         # Its fitting time grows with its rows (619 s for 6,824 + 6,000 on 2 CPU cores) and
         # 24,000 transfer rows scored no better on Rotten Tomatoes (84.35 against 84.4 %).

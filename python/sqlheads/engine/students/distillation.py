@@ -24,20 +24,25 @@ class DistillParams(Params):
     with the mpnet-rt teacher (see docs/benchmarks.md, "students")."""
 
     temperature: float = param(4.0, Interval(float, 0, 100, "right"))
-    # weight of cross-entropy on gold labels; 0: the teacher's KL only
-    gold_weight: float = param(0.0, Interval(float, 0, 1))
+    # weight of cross-entropy on gold labels; 0: the teacher's KL only; None: the kind's
+    gold_weight: float | None = param(None, Interval(float, 0, 1), None)
     epochs: int | None = param(None, Interval(int, 1, 1000), None)  # None: the student kind's
     lr: float | None = param(None, Interval(float, 0, 1, "right"), None)  # None: the kind's
     weight_decay: float = param(0.0, Interval(float, 0, 1, "left"))
     batch_size: int = param(64, Interval(int, 1, 65_536))
     seed: int = param(0, SEED)
 
-    def with_defaults(self, epochs: int, lr: float) -> DistillParams:
-        """These parameters with a student's own epochs and learning rate where they give
-        none (these themselves when they give both: nothing to check again)."""
-        if self.epochs is not None and self.lr is not None:
+    def with_defaults(self, epochs: int, lr: float, gold_weight: float = 0.0) -> DistillParams:
+        """These parameters with a student's own epochs, learning rate and gold weight where
+        they give none (these themselves when they give all three: nothing to check again)."""
+        if None not in (self.epochs, self.lr, self.gold_weight):
             return self
-        return replace(self, epochs=self.epochs or epochs, lr=self.lr or lr)
+        return replace(
+            self,
+            epochs=self.epochs or epochs,
+            lr=self.lr or lr,
+            gold_weight=gold_weight if self.gold_weight is None else self.gold_weight,
+        )
 
 
 def fit_student(
@@ -62,10 +67,11 @@ def fit_student(
     from sqlheads.engine.students.losses import distillation_loss
 
     epochs, lr = params.epochs, params.lr
-    if epochs is None or lr is None:
+    if epochs is None or lr is None or params.gold_weight is None:
         raise InvalidParameterError(
-            "a student distils with given epochs and lr: pass DistillParams(epochs=..., lr=...), "
-            "or take the kind's (DistillParams.with_defaults)"
+            "a student distils with given epochs, lr and gold weight: pass "
+            "DistillParams(epochs=..., lr=..., gold_weight=...), or take the kind's "
+            "(DistillParams.with_defaults)"
         )
     torch.manual_seed(params.seed)
     generator = np.random.default_rng(params.seed)

@@ -159,7 +159,8 @@ class _Loss:
         from scipy.special import softmax
 
         self.X, self.n_classes, self.l2 = X, n_classes, l2
-        self.T, self.w = distill.temperature, distill.gold_weight
+        # None: the kind's, which is the teacher's KL alone
+        self.T, self.w = distill.temperature, distill.gold_weight or 0.0
         self.size = X.shape[1] * n_classes + n_classes
         self.has_teacher = ~np.isnan(teacher_logits).any(axis=1)
         self.soft = softmax(np.nan_to_num(teacher_logits).astype(np.float64) / self.T, axis=1)
