@@ -68,6 +68,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "encoder_student": {"transfer_rows": None},
         "layers": (6, 3, 2),
         "imdb": None,
+        "speed": (SPEED_ROUNDS, MIN_ROUND_SECONDS),
     },
     "tiny": {  # CI's smoke run: MiniLM stands in for MPNet as the teacher's encoder
         "rt": 300,

@@ -62,6 +62,15 @@ def test_a_section_replaces_its_own_part_and_keeps_the_others(tmp_path: Path):
     assert page.index("## load title") < page.index("## train title")  # fixed order
 
 
+def test_every_students_size_names_every_setting_the_run_reads():
+    """A size the tiny run does not exercise (``dial``) still names each setting: issue 39's
+    dial run failed after 42 minutes of distilling, at its speed step, on a missing key."""
+    from bench.students import SIZES
+
+    for name, size in SIZES.items():
+        assert set(size) == set(SIZES["full"]), name
+
+
 def test_the_command_line_refuses_an_unknown_benchmark():
     with pytest.raises(SystemExit):
         main(["nonsense"])

@@ -81,9 +81,8 @@ class ModelKind:
 
     def distill_params(self, distill: DistillParams, student_params: Any = None) -> DistillParams:
         """``distill`` with this kind's epochs, learning rate and gold weight where it gives
-        none (the
-        learning rate of ``student_params``, this kind's defaults if None, where it depends on
-        the student's choices)."""
+        none (the learning rate of ``student_params``, this kind's defaults if None, where it
+        depends on the student's choices)."""
         lr = self.lr
         if callable(lr):
             lr = lr(student_params if student_params is not None else self.params())
