@@ -146,16 +146,29 @@ def test_scoring_a_shallow_student_through_compute_equals_the_embedded_hosts(dia
             kind="encoder_student",
         )
         assert number == 0, message
-        return output.set_index("item_key").loc[hosted.index]
+        return output.set_index("item_key")
 
-    same_order = through_compute(rt_sample)  # the rows as the host read them: the same batches
+    same_order = through_compute(rt_sample).loc[hosted.index]  # as the host read them
     assert (same_order["label"] == hosted["label"]).all()
     np.testing.assert_array_equal(same_order["score"], hosted["score"])
-    # In another order the rows share other batches: the int8 graph quantises each row on its
-    # own scale (engine/encoders/int8_graph.py), so a row's score does not depend on them.
-    shuffled = through_compute(rt_sample.sample(frac=1.0, random_state=7))
+    # In another order, or in parts, the rows share other batches: the int8 graph quantises each
+    # row on its own scale (engine/encoders/int8_graph.py), so a row's score does not depend on
+    # them.
+    # A text is scored in a batch of its own token length, unpadded: its score does not move
+    # by a float's last bit with the rows beside it either (it did, with a padded width).
+    shuffled = through_compute(rt_sample.sample(frac=1.0, random_state=7)).loc[hosted.index]
     np.testing.assert_array_equal(shuffled["score"], hosted["score"])
     assert (shuffled["label"] == hosted["label"]).all()
+    # In parts of 7 rows (fewer rows a batch) the labels are the same and a score moves by one
+    # float32 unit in its last place at most: 9 of these 600 did, a kernel that depends on the
+    # batch's row count, not found yet.
+    rows = rt_sample.sample(frac=1.0, random_state=8)
+    parts = pd.concat([through_compute(rows[i : i + 7]) for i in range(0, len(rows), 7)])
+    parts = parts.loc[hosted.index]
+    assert (parts["label"] == hosted["label"]).all()
+    np.testing.assert_array_max_ulp(
+        parts["score"].to_numpy(np.float32), hosted["score"].to_numpy(np.float32), maxulp=1
+    )
 
 
 def test_plot_students_names_each_encoder_students_depth(dial, tmp_path: Path):

@@ -24,7 +24,6 @@ from sqlheads.engine.encoders.onnx_encoder import (
     CPU_BATCH_TOKENS,
     Tokenizer,
     encoder_session,
-    length_batches,
 )
 from sqlheads.errors import (
     DimensionMismatchError,
@@ -98,6 +97,20 @@ def load_classifier(model_dir: Path, n_classes: int, seed: int):
     transformers_logging.disable_progress_bar()
     torch.manual_seed(seed)
     return AutoModelForSequenceClassification.from_pretrained(str(model_dir), num_labels=n_classes)
+
+
+def same_length_batches(
+    lengths: np.ndarray, batch_size: int, batch_tokens: int
+) -> list[np.ndarray]:
+    """Row indices in batches of one token length each, shortest first, at most ``batch_size``
+    rows and ``batch_tokens`` tokens (one row at least)."""
+    order = np.argsort(lengths, kind="stable")
+    batches = []
+    for length in np.unique(lengths):
+        rows = order[lengths[order] == length]
+        size = max(1, min(batch_size, batch_tokens // max(int(length), 1)))
+        batches += [rows[start : start + size] for start in range(0, len(rows), size)]
+    return batches
 
 
 def torch_logits(model, tokenizer: Tokenizer, texts: Sequence[str], device, batch_size: int):
@@ -251,13 +264,13 @@ class OnnxTextClassifier:
         return cls(blob)
 
     def logits(self, texts: Sequence[str], batch_size: int = SCORE_BATCH) -> np.ndarray:
-        """Batched as the encoders batch on the CPU: by length (little padding), at most
-        ``batch_size`` rows and :data:`CPU_BATCH_TOKENS` padded tokens a batch."""
+        """Batched by token length, one length a batch, at most ``batch_size`` rows and
+        :data:`CPU_BATCH_TOKENS` tokens: no row is padded, so a row's logits do not depend on
+        the rows beside it (a padded width did, in a float's last bit: issue 39)."""
         ids = self._tokenizer.encode(texts, truncate=True)
         out = np.zeros((len(ids), len(self.classes_)), dtype=np.float32)
         lengths = np.array([len(s) for s in ids])
-        order = np.argsort(lengths, kind="stable")
-        for rows in length_batches(order, lengths, batch_size, CPU_BATCH_TOKENS):
+        for rows in same_length_batches(lengths, batch_size, CPU_BATCH_TOKENS):
             padded, mask = self._tokenizer.pad([ids[i] for i in rows])
             got = self._session.run(None, {"input_ids": padded, "attention_mask": mask})[0]
             if got.shape[1] != len(self.classes_):
