@@ -1,6 +1,6 @@
 """``python -m bench [NAME|all] [--quick] [--scale full|quick|tiny] [--out DIR]``, NAME one of
-encode, encoders, windows, load, train, score, deploy, accuracy, students, active, drift,
-demo, sidecar; ``all`` leaves out the GPU benchmarks (``sidecar``)."""
+encode, encoders, windows, load, train, score, deploy, accuracy, students, dial, active,
+drift, demo, sidecar; ``all`` leaves out the GPU benchmarks (``sidecar``)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from disk; the hub 
 SCALES = ("full", "quick", "tiny")
 ORDER = (
     "encode", "encoders", "windows", "load", "train", "score", "deploy", "accuracy", "students",
-    "active", "drift", "demo", "sidecar",
+    "dial", "active", "drift", "demo", "sidecar",
 )  # fmt: skip
 # Benchmarks of the GPU sidecar: `all` leaves them out (on a CPU they would take hours); run
 # them by name on a GPU machine (`python -m bench sidecar`).

@@ -1,13 +1,35 @@
-"""The encoder student's speed dial, for ``bench students``: each depth of MiniLM, with and
-without the feature loss (learning the teacher's vectors beside its soft labels), distilled by
-the same teacher on the same cached transfer rows; its table and headline."""
+"""dial: the encoder student's depths, taught by a frozen MPNet head on the CPU.
+
+``bench students`` at the dial's size, in a section of its own: all of Rotten Tomatoes on a
+fresh SQLite file, the frozen all-mpnet-base-v2 int8 head as teacher, and MiniLM-L6 cut to 6,
+3 and 2 layers (spread from the first), each distilled at the encoder kind's defaults with and
+without the feature loss (learning the teacher's vectors beside its soft labels), on the same
+cached transfer rows; beside them the teacher, the frozen MiniLM head, the default word
+student and the TF-IDF students, with every model's rows/s alone and each step's wall time.
+The word students' curve over transfer rows is ``bench students``' (full scale). This module
+also holds the dial's table and headline, which ``bench students`` shows at every size.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from bench.common import Table, fmt, pct
+from bench.common import Section, Table, fmt, pct
+
+# the students run's size at each of this benchmark's scales
+SIZE = {"full": "dial", "quick": "quick", "tiny": "tiny"}
+
+
+def run(out_dir: Path, scale: str = "full") -> Section:
+    from bench import students
+
+    section = students.run(out_dir, scale, size=SIZE[scale], section="dial")
+    section.title = "dial: the encoder student's depths, taught on the CPU"
+    section.intro = __doc__.split("\n", 2)[2].strip()
+    return section
+
 
 FEATURE = {True: "labels + vectors", False: "labels only"}
 
@@ -68,13 +90,13 @@ def dial_table(
 
 
 def dial_headline(
-    dialled: dict[str, dict[str, Any]], alone: dict[str, float], minilm: float
+    section: str, dialled: dict[str, dict[str, Any]], alone: dict[str, float], minilm: float
 ) -> list[str]:
     """One headline row: each depth's accuracy and speed against MiniLM + head (feature loss
     on)."""
     shown = [(label, r) for label, r in dialled.items() if label.endswith(FEATURE[True])]
     return [
-        "students",
+        section,
         "RT encoder student by depth, labels + vectors: layers "
         + " / ".join(label.removeprefix("encoder student L").split(",")[0] for label, _ in shown),
         " / ".join(

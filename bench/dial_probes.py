@@ -94,6 +94,7 @@ def probe(name: str, rows, held_out, distill_params) -> dict:
         "epochs": distill_params.epochs,
         "lr": distill_params.lr,
         "gold_weight": distill_params.gold_weight,
+        "temperature": distill_params.temperature,
         "seed": distill_params.seed,
         "steps": student.steps_,
         "accuracy": round(float(np.mean(predicted == held_out[1])), 4),
@@ -105,6 +106,8 @@ def probe(name: str, rows, held_out, distill_params) -> dict:
 
 
 def main() -> None:
+    from sqlheads.engine.students.distillation import DistillParams
+
     parser = argparse.ArgumentParser(prog="python -m bench.dial_probes", description=__doc__)
     parser.add_argument("--db", required=True)
     parser.add_argument("--probe", action="append", choices=sorted(PROBES), required=True)
@@ -112,16 +115,17 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--gold-weight", type=float, default=0.0)
+    parser.add_argument("--temperature", type=float, default=DistillParams.temperature)
     # the training's seed only: the held-out split stays the fixed one (distill's --seed moves both)
     parser.add_argument("--seed", type=int, action="append")
     args = parser.parse_args()
-    from sqlheads.engine.students.distillation import DistillParams
 
     rows, held_out = teaching_rows(args.db, args.transfer_rows)
     for seed in args.seed or [0]:
         params = DistillParams(
-            epochs=args.epochs, lr=args.lr, gold_weight=args.gold_weight, seed=seed
-        )
+            epochs=args.epochs, lr=args.lr, gold_weight=args.gold_weight,
+            temperature=args.temperature, seed=seed,
+        )  # fmt: skip
         for name in args.probe:
             print(json.dumps(probe(name, rows, held_out, params)), flush=True)
 

@@ -58,8 +58,7 @@ SIZES: dict[str, dict[str, Any]] = {
     },
     # The full data and the encoder student's dial at its defaults, each depth with and
     # without the feature loss, the word students cut to the default (its rows and none):
-    # about an hour on two quiet cores (run_benchmark("students", out, "dial"); not a scale of
-    # the other benchmarks).
+    # about an hour on two quiet cores; `python -m bench dial`'s full scale, in its own section.
     "dial": {
         "rt": None,
         "teacher_model": "all-mpnet-base-v2",
@@ -101,7 +100,11 @@ def teacher_logits_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def run(out_dir: Path, scale: str = "full") -> Section:
+def run(
+    out_dir: Path, scale: str = "full", *, size: str = "", section: str = "students"
+) -> Section:
+    """The section named ``section`` at ``scale``, run at ``SIZES[size]`` (default: the
+    scale's own); ``bench dial`` runs it at the dial's size under its own name."""
     from bench.accuracy import tfidf_lr
     from sqlheads import datasets, host
     from sqlheads.engine.encoders.catalog import DEFAULT_MODEL
@@ -111,7 +114,7 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     from sqlheads.store.repository import Store
     from sqlheads.verbs import encoders
 
-    size = SIZES[scale]
+    size = SIZES[size or scale]
     rt = seeded_subsample(datasets.rotten_tomatoes(), size["rt"])
     folder = scratch_dir("bench-students-")
     store = Store.from_url(f"sqlite:///{folder / 'students.db'}")
@@ -256,8 +259,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
     choice_rows, best = _choice(size["curve"], rows, fitted, timed_as, alone, alone_minilm)
     teacher_rate = speed["teacher (embed + predict)"]
     load = os.getloadavg()
-    section = Section(
-        name="students",
+    page = Section(
+        name=section,
         title="students: a frozen MPNet head teaches on the CPU",
         scale=scale,
         intro=__doc__.split("\n", 2)[2].strip(),
@@ -308,26 +311,26 @@ def run(out_dir: Path, scale: str = "full") -> Section:
         ],
         headline=[
             [
-                "students",
+                section,
                 "RT: TF-IDF + LR / frozen MiniLM head / word student / teacher",
                 f"{pct(baseline)} / {pct(frozen['accuracy'])} / "
                 f"{pct(default_student['accuracy'])} / {pct(teacher['accuracy'])}",
             ],
             [
-                "students",
+                section,
                 "RT rows/s from text: word student vs MiniLM + head / teacher",
                 f"{fmt(round(word_rate))} vs {fmt(round(reference))} "
                 f"({word_rate / reference:.0f}x) / {fmt(round(teacher_rate))} "
                 f"({word_rate / teacher_rate:.0f}x)",
             ],
             [
-                "students",
+                section,
                 "RT rows/s, the models alone: word student vs MiniLM + head / teacher",
                 f"{fmt(round(alone_word))} vs {fmt(round(alone_minilm))} "
                 f"({alone_word / alone_minilm:.1f}x) / {fmt(round(alone_teacher))} "
                 f"({alone_word / alone_teacher:.0f}x)",
             ],
-            dial_headline(dialled, alone, alone_minilm),
+            dial_headline(section, dialled, alone, alone_minilm),
         ],  # fmt: skip
         notes=[
             f"The default word student: {DEFAULT_ARCH}, "
@@ -339,8 +342,8 @@ def run(out_dir: Path, scale: str = "full") -> Section:
             best,
         ],
     )
-    section.plots.append(_plot(out_dir, accuracy_rows, curve, size["curve"]))
-    return section
+    page.plots.append(_plot(out_dir, f"bench-{section}.png", accuracy_rows, curve, size["curve"]))
+    return page
 
 
 def _choice(
@@ -498,7 +501,7 @@ def _timed(url: str, statement: str) -> tuple[float, int]:
     return float(seconds), int(rows)
 
 
-def _plot(out_dir: Path, rows: list[list[str]], curve, counts) -> str:
+def _plot(out_dir: Path, file_name: str, rows: list[list[str]], curve, counts) -> str:
     plt = pyplot()
     figure, (speed_ax, curve_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
     for index, row in enumerate(rows):
@@ -519,4 +522,4 @@ def _plot(out_dir: Path, rows: list[list[str]], curve, counts) -> str:
                  title="word students: accuracy against transfer rows")  # fmt: skip
     curve_ax.grid(True, alpha=0.3)
     curve_ax.legend(fontsize=8)
-    return save_figure(figure, out_dir, "bench-students.png")
+    return save_figure(figure, out_dir, file_name)
