@@ -70,7 +70,8 @@ def teaching_rows(path: str, transfer_rows: int):
     return (texts, logits, vectors, gold), (test["text"].tolist(), test["label"].to_numpy())
 
 
-def probe(name: str, rows, held_out, distill_params) -> dict:
+def probe(name: str, rows, held_out, distill_params) -> tuple[dict, object]:
+    """One probe's JSON record, and the student it fitted."""
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
     layers, choice, weight, pooling = PROBES[name]
@@ -102,7 +103,7 @@ def probe(name: str, rows, held_out, distill_params) -> dict:
         "fit_seconds": round(seconds, 1),
         "fit_cpu_seconds": round(cpu, 1),
         "load": os.getloadavg(),
-    }
+    }, student
 
 
 def main() -> None:
@@ -116,18 +117,35 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--gold-weight", type=float, default=0.0)
     parser.add_argument("--temperature", type=float, default=DistillParams.temperature)
+    parser.add_argument(
+        "--assistant", choices=sorted(PROBES),
+        help="fit this probe's student first (at --assistant-lr, the first seed) and teach the "
+        "probes with its logits in the teacher's place (a teacher assistant); the vectors stay "
+        "the teacher's",
+    )  # fmt: skip
+    parser.add_argument("--assistant-lr", type=float, default=5e-5)  # six layers': LR_WHOLE
     # the training's seed only: the held-out split stays the fixed one (distill's --seed moves both)
     parser.add_argument("--seed", type=int, action="append")
     args = parser.parse_args()
 
     rows, held_out = teaching_rows(args.db, args.transfer_rows)
-    for seed in args.seed or [0]:
-        params = DistillParams(
-            epochs=args.epochs, lr=args.lr, gold_weight=args.gold_weight,
+    seeds = args.seed or [0]
+
+    def params(lr: float, seed: int) -> DistillParams:
+        return DistillParams(
+            epochs=args.epochs, lr=lr, gold_weight=args.gold_weight,
             temperature=args.temperature, seed=seed,
         )  # fmt: skip
+
+    if args.assistant:  # it teaches in the teacher's place: its logits, the teacher's vectors
+        first = params(args.assistant_lr, seeds[0])
+        record, assistant = probe(args.assistant, rows, held_out, first)
+        print(json.dumps({"assistant": True, **record}), flush=True)
+        texts, _, vectors, gold = rows
+        rows = texts, np.log(assistant.predict_proba(texts) + 1e-12), vectors, gold
+    for seed in seeds:
         for name in args.probe:
-            print(json.dumps(probe(name, rows, held_out, params)), flush=True)
+            print(json.dumps(probe(name, rows, held_out, params(args.lr, seed))[0]), flush=True)
 
 
 if __name__ == "__main__":
