@@ -23,6 +23,7 @@ SIZE = {"full": "dial", "quick": "quick", "tiny": "tiny"}
 
 
 def run(out_dir: Path, scale: str = "full") -> Section:
+    """``bench students`` at the dial's size, under this section's name, title and intro."""
     from bench import students
 
     section = students.run(out_dir, scale, size=SIZE[scale], section="dial")

@@ -465,13 +465,7 @@ def _speed_apart(url, texts, teacher_set, teacher, frozen, students, speed) -> d
         "speed": list(speed),
     }  # fmt: skip
     program = "from bench.students import measure_models_alone; measure_models_alone()"
-    done = subprocess.run(
-        [sys.executable, "-c", program], input=json.dumps(request), capture_output=True,
-        text=True, cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
-    if done.returncode != 0:  # the child's own error, not only its exit status
-        raise RuntimeError(f"timing the models alone failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _child(program, "timing the models alone", json.dumps(request))
 
 
 def measure_models_alone() -> None:
@@ -529,11 +523,20 @@ def _timed(url: str, statement: str) -> tuple[float, int]:
         f"{statement}\n"
         "print(json.dumps([time.perf_counter() - started, scored['rows']]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
-    if done.returncode != 0:  # the child's own error, not only its exit status
-        raise RuntimeError(f"scoring failed ({statement}):\n{done.stderr[-4000:]}")
-    seconds, rows = json.loads(done.stdout.strip().splitlines()[-1])
+    seconds, rows = _child(program, f"scoring ({statement})")
     return float(seconds), int(rows)
+
+
+def _child(program: str, doing: str, stdin: str | None = None) -> Any:
+    """The JSON a fresh Python process running ``program`` prints last (from the repository
+    root, so that it can import ``bench``)."""
+    done = subprocess.run(
+        [sys.executable, "-c", program], input=stdin, capture_output=True, text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    if done.returncode != 0:  # the child's own error, not only its exit status
+        raise RuntimeError(f"{doing} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _plot(out_dir: Path, file_name: str, rows: list[list[str]], curve, counts) -> str:
