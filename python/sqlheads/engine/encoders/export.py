@@ -289,13 +289,21 @@ def _export(
     )
 
 
-class MeanPooledEncoder(torch.nn.Module):
-    """Transformer + mask-aware mean pooling + L2 normalisation, as sentence-transformers.
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The mean of ``hidden`` (batch, tokens, width) over each row's unmasked tokens, the same
+    bits in any batch once exported: the tokens are summed by a running sum along the text, read
+    at its end, and padding adds exact zeros after the text's tokens. A sum over the padded axis
+    (ReduceSum) is rounded differently by the batch's shape (5e-8 apart, issue 35), and where an
+    int8 MatMul reads the mean (an encoder student's classifier) one such bit can move a row's
+    quantised value by a step (a logit by 5e-4, issue 39)."""
+    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    summed = (hidden * weights).cumsum(dim=1)[:, -1]
+    return summed / weights.sum(dim=1).clamp(min=1e-9)
 
-    The tokens are summed by a running sum along the text, read at its end: padding adds exact
-    zeros after the text's tokens, so a text's sum is the same bits in any batch. A sum over the
-    padded axis (ReduceSum) is rounded differently by the batch's shape (5e-8 apart, issue 35).
-    """
+
+class MeanPooledEncoder(torch.nn.Module):
+    """Transformer + mask-aware mean pooling (:func:`masked_mean`) + L2 normalisation, as
+    sentence-transformers."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
@@ -303,9 +311,7 @@ class MeanPooledEncoder(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        summed = (hidden * weights).cumsum(dim=1)[:, -1]
-        pooled = summed / weights.sum(dim=1).clamp(min=1e-9)
+        pooled = masked_mean(hidden, attention_mask)
         return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
 
 

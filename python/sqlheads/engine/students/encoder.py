@@ -389,6 +389,8 @@ def _with_projection(net, teacher_dim: int):
     import torch
     from transformers.modeling_outputs import SequenceClassifierOutput
 
+    from sqlheads.engine.encoders.export import masked_mean
+
     class WithProjection(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -403,17 +405,11 @@ def _with_projection(net, teacher_dim: int):
                 out = self.student(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
                 )
-                pooled, logits = _mean(out.hidden_states[-1], attention_mask), out.logits
+                pooled, logits = masked_mean(out.hidden_states[-1], attention_mask), out.logits
             projected = self.projection(pooled).to(logits.dtype)
             return SequenceClassifierOutput(logits=torch.cat([logits, projected], dim=1))
 
     return WithProjection()
-
-
-def _mean(hidden, attention_mask):
-    """The mean of ``hidden`` (batch, tokens, width) over each row's unmasked tokens."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 
 
 def _mean_pooled(net):
@@ -423,6 +419,8 @@ def _mean_pooled(net):
     ``device`` and switches its attention implementation as a Hugging Face model does."""
     import torch
     from transformers.modeling_outputs import SequenceClassifierOutput
+
+    from sqlheads.engine.encoders.export import masked_mean
 
     config = net.config
     base = net.base_model
@@ -447,7 +445,7 @@ def _mean_pooled(net):
 
         def pooled(self, input_ids, attention_mask):
             out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
-            return _mean(out.last_hidden_state, attention_mask)
+            return masked_mean(out.last_hidden_state, attention_mask)
 
         def classify(self, pooled):
             return self.classifier(self.dropout(pooled))
