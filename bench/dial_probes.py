@@ -7,7 +7,9 @@ head on Rotten Tomatoes: tables ``rt_reviews`` and set ``rt_mpnet``), fits
 :class:`~sqlheads.engine.students.encoder.EncoderStudent` on the training rows and the first
 ``--transfer-rows`` transfer rows exactly as ``distill`` hands them over (soft labels and
 vectors of its own rows from the teacher set's stored vectors), and scores the shipped int8
-graph on the fixed split's 1,706 held-out rows. Each probe prints one JSON line.
+graph on the fixed split's 1,706 held-out rows. A shallower student starts from its general
+stage (``engine.students.general``, built once into ``SQLHEADS_CACHE``) unless
+``--general-sentences 0``. Each probe prints one JSON line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import time
 
 import numpy as np
 import pandas as pd
+
+from sqlheads.engine.students.general import GENERAL_SENTENCES
 
 # name -> (layers, layer choice, feature weight, pooling); "-mean": the mean-pooled classifier
 PROBES: dict[str, tuple[int, str, float, str]] = {
@@ -70,7 +74,9 @@ def teaching_rows(path: str, transfer_rows: int):
     return (texts, logits, vectors, gold), (test["text"].tolist(), test["label"].to_numpy())
 
 
-def probe(name: str, rows, held_out, distill_params) -> tuple[dict, object]:
+def probe(
+    name: str, rows, held_out, distill_params, general_sentences: int = GENERAL_SENTENCES
+) -> tuple[dict, object]:
     """One probe's JSON record, and the student it fitted."""
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
 
@@ -78,7 +84,7 @@ def probe(name: str, rows, held_out, distill_params) -> tuple[dict, object]:
     texts, logits, vectors, gold = rows
     params = EncoderStudentParams(
         layers=layers, layer_choice=choice, feature_weight=weight, pooling=pooling,
-        batch_size=64, device="cpu",
+        batch_size=64, device="cpu", general_sentences=general_sentences,
     )  # fmt: skip
     started, cpu = time.perf_counter(), time.process_time()
     student = EncoderStudent(params).fit(
@@ -96,6 +102,7 @@ def probe(name: str, rows, held_out, distill_params) -> tuple[dict, object]:
         "lr": distill_params.lr,
         "gold_weight": distill_params.gold_weight,
         "temperature": distill_params.temperature,
+        "general_sentences": student.general_sentences_,
         "seed": distill_params.seed,
         "steps": student.steps_,
         "accuracy": round(float(np.mean(predicted == held_out[1])), 4),
@@ -123,6 +130,10 @@ def main() -> None:
         "probes with its logits in the teacher's place (a teacher assistant); the vectors stay "
         "the teacher's",
     )  # fmt: skip
+    parser.add_argument(
+        "--general-sentences", type=int, default=GENERAL_SENTENCES,
+        help="IMDB sentences of a shallower student's general stage (0: none, the task alone)",
+    )  # fmt: skip
     parser.add_argument("--assistant-lr", type=float, default=5e-5)  # six layers': LR_WHOLE
     # the training's seed only: the held-out split stays the fixed one (distill's --seed moves both)
     parser.add_argument("--seed", type=int, action="append")
@@ -139,13 +150,14 @@ def main() -> None:
 
     if args.assistant:  # it teaches in the teacher's place: its logits, the teacher's vectors
         first = params(args.assistant_lr, seeds[0])
-        record, assistant = probe(args.assistant, rows, held_out, first)
+        record, assistant = probe(args.assistant, rows, held_out, first, args.general_sentences)
         print(json.dumps({"assistant": True, **record}), flush=True)
         texts, _, vectors, gold = rows
         rows = texts, np.log(assistant.predict_proba(texts) + 1e-12), vectors, gold
     for seed in seeds:
         for name in args.probe:
-            print(json.dumps(probe(name, rows, held_out, params(args.lr, seed))[0]), flush=True)
+            record, _ = probe(name, rows, held_out, params(args.lr, seed), args.general_sentences)
+            print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":

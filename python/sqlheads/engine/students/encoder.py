@@ -34,6 +34,7 @@ from sqlheads.engine.encoders.text_classifier import (
 )
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
+from sqlheads.engine.students.general import GENERAL_SENTENCES, RECIPE, keep_layers
 from sqlheads.engine.students.word.student import FittedTextStudent
 from sqlheads.engine.training.params import TunerParams
 from sqlheads.errors import InvalidParameterError
@@ -125,6 +126,9 @@ class EncoderStudentParams(Params):
     # bench probes (bench.dial_probes), not a door's
     layer_choice: str = param(LAYER_CHOICE, OneOf(LAYER_CHOICES), door=False)
     pooling: str = param(POOLING, OneOf(POOLINGS), door=False)
+    # IMDB sentences a shallower student's layers first learn the whole model's hidden states
+    # on (engine.students.general; 0: none, the task alone); built once per machine and depth
+    general_sentences: int = param(GENERAL_SENTENCES, Interval(int, 0, 1_000_000), door=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -160,6 +164,7 @@ class EncoderStudent(FittedTextStudent):
     layers_kept_: list[int] = field(default_factory=list, init=False)  # the model's layers kept
     feature_rows_: int = field(default=0, init=False)  # rows that taught their teacher's vector
     feature_weight_: float = field(default=0.0, init=False)  # the feature loss's weight, as used
+    general_sentences_: int = field(default=0, init=False)  # its general stage's; 0: none
 
     def __post_init__(self) -> None:
         self._scorer: OnnxTextClassifier | None = None
@@ -197,10 +202,12 @@ class EncoderStudent(FittedTextStudent):
         model_dir, tokenizer, tokens_json = prepared(p.model, p.max_length)
         ids = tokenizer.encode(texts, truncate=True)
         self.classes_ = [str(c) for c in classes]
-        net = load_classifier(model_dir, len(self.classes_), distill.seed)
-        depth = int(net.config.num_hidden_layers)
+        depth = model_depth(model_dir)
         self.layers_kept_ = kept_layers(depth, p.layers or depth, p.layer_choice)
-        keep_layers(net, self.layers_kept_)
+        start = self._start(model_dir, device, progress)
+        net = load_classifier(start, len(self.classes_), distill.seed)
+        if start == model_dir:  # a general student has only the kept layers already
+            keep_layers(net, self.layers_kept_)
         if p.pooling == "mean":
             net = _mean_pooled(net)
         weight = FEATURE_WEIGHT if p.feature_weight is None else p.feature_weight
@@ -216,7 +223,7 @@ class EncoderStudent(FittedTextStudent):
             pad_id=tokenizer.pad_id,
             work_dir=None if p.work_dir is None else Path(p.work_dir),
             fingerprint={
-                "model": str(model_dir),
+                "model": str(start),
                 "data": data_fingerprint(ids, np.nan_to_num(teacher_logits)),
                 "vectors": data_fingerprint([], np.nan_to_num(teacher_vectors))
                 if teacher_vectors is not None
@@ -246,6 +253,25 @@ class EncoderStudent(FittedTextStudent):
         self.onnx_ = self._quantised(fp32, contract, parity_texts)
         self._scorer = None
         return self
+
+    def _start(self, model_dir: Path, device, progress: Progress | None) -> Path:
+        """The weights the task's distillation starts from: the model's own, or, for a
+        shallower student, its kept layers after the general stage (engine.students.general)."""
+        from sqlheads.engine.students.general import general_student
+
+        p = self.params
+        self.general_sentences_ = 0
+        if len(self.layers_kept_) == model_depth(model_dir) or not p.general_sentences:
+            return model_dir
+        start = general_student(
+            p.model, self.layers_kept_, sentences=p.general_sentences,
+            max_length=p.max_length, device=device, max_steps=p.max_steps, progress=progress,
+        )  # fmt: skip
+        recipe = json.loads((start / RECIPE).read_text(encoding="utf-8"))
+        self.general_sentences_ = int(recipe["sentences"])  # fewer under max_steps
+        if progress is not None:
+            progress(0, None, f"distilling the {len(self.layers_kept_)}-layer student")
+        return start
 
     def _quantised(self, fp32: bytes, contract: dict[str, str], texts: list[str]) -> bytes:
         """Int8 with per-row activation scales, as the encoders' graphs (a row's logits do not
@@ -323,19 +349,6 @@ def kept_layers(depth: int, layers: int, choice: str = LAYER_CHOICE) -> list[int
     if choice == "spread":
         return spread
     return [index + depth - 1 - spread[-1] for index in spread]
-
-
-def keep_layers(net, kept: list[int]) -> None:
-    """Drop every transformer layer of ``net`` (a sequence classifier of one of
-    ``text_classifier.FAMILIES``) but ``kept``, in place: the embeddings, the pooler and the
-    classification layer stay."""
-    import torch
-
-    encoder = net.base_model.encoder
-    if len(kept) == len(encoder.layer):
-        return
-    encoder.layer = torch.nn.ModuleList(encoder.layer[i] for i in kept)
-    net.config.num_hidden_layers = len(kept)
 
 
 def _rows_with(vectors: np.ndarray | None) -> int:

@@ -1,5 +1,6 @@
 """The distillation loss: one KL term on the teacher's soft labels, optional gold cross-entropy;
-and the feature loss an encoder student adds when its teacher's encoder gave vectors.
+the feature loss an encoder student adds when its teacher's encoder gave vectors; and the
+hidden-state loss of a shallower encoder student's general stage (``students.general``).
 
 As in the seed (``distillation-tiny-student.txt``): the student matches the teacher's softened
 distribution over every row the teacher labelled, labelled or not; gold labels, where a row has
@@ -54,3 +55,24 @@ def feature_loss(
         return projected.new_zeros(())
     similarity = F.cosine_similarity(projected[has_vector], teacher_vectors[has_vector], dim=1)
     return (1 - similarity).sum() / rows
+
+
+def hidden_state_loss(
+    student_states: tuple[torch.Tensor, ...],
+    whole_states: tuple[torch.Tensor, ...],
+    attention_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Each row's mean over a shallower student's layers and its unmasked tokens of
+    ``1 - cos(student state, whole model's state)``: the student's layer ``m`` of ``M`` (its
+    hidden states after the embeddings) against the whole model's layer ``m * N // M`` of ``N``
+    (TinyBERT's uniform map; the last against the last). Cosine, as DistilBERT's hidden-state
+    loss: the same width, and no scale to learn."""
+    student, whole = student_states[1:], whole_states[1:]
+    mask = attention_mask.to(student[0].dtype)
+    tokens = mask.sum(dim=1).clamp(min=1.0)
+    total = student[0].new_zeros(student[0].shape[0])
+    for m, state in enumerate(student, start=1):
+        target = whole[m * len(whole) // len(student) - 1]
+        distance = 1 - F.cosine_similarity(state, target, dim=-1)
+        total = total + (distance * mask).sum(dim=1) / tokens
+    return total / len(student)
