@@ -5,7 +5,8 @@ fresh SQLite file, the frozen all-mpnet-base-v2 int8 head as teacher, and MiniLM
 3 and 2 layers (spread from the first), each distilled at the encoder kind's defaults with and
 without the feature loss (learning the teacher's vectors beside its soft labels), on the same
 cached transfer rows, the shallower ones after their general stage (their layers learning the
-whole MiniLM's hidden states on 30,000 IMDB sentences, a step of its own: once per machine);
+whole MiniLM's hidden states on 30,000 IMDB sentences, once per machine: its seconds a column of
+their own, and part of the first distill's seconds);
 beside them the teacher, the frozen MiniLM head, the default word student and the TF-IDF
 students, with every model's rows/s alone and each step's wall time.
 The word students' curve over transfer rows is ``bench students``' (full scale). This module
@@ -40,26 +41,6 @@ FEATURE = {True: "labels + vectors", False: "labels only"}
 def name(layers: int, feature: bool) -> str:
     """The dial student's row name in every table of the section (and its plot's label)."""
     return f"encoder student L{layers}, {FEATURE[feature]}"
-
-
-def general_stages(
-    step: Callable[..., Any], options: dict[str, Any], layers: tuple[int, ...]
-) -> None:
-    """Each shallower depth's general stage (``engine.students.general``), a timed ``step`` of
-    its own before the dial's distills, which then read it from the cache: built as those
-    distills would build it (the kind's model and max_length, ``options``' max_steps)."""
-    from sqlheads.engine.devices import resolve_device
-    from sqlheads.engine.students.encoder import EncoderStudentParams, kept_layers, model_depth
-    from sqlheads.engine.students.general import general_student
-
-    params = EncoderStudentParams()
-    depth = model_depth(params.model)
-    for n in (n for n in layers if n < depth):
-        step(f"general stage, {n} layers (first use)", lambda n=n: general_student(
-            params.model, kept_layers(depth, n), sentences=params.general_sentences,
-            max_length=params.max_length, device=resolve_device("cpu"),
-            max_steps=options.get("max_steps"),
-        ))  # fmt: skip
 
 
 def distill_dial(
@@ -98,16 +79,18 @@ def dial_table(
         lines.append(
             [depth, "on" if learnt == FEATURE[True] else "off", fmt(rows), str(epochs),
              pct(result["accuracy"]), pct(result["teacher_accuracy"]),
+             f"{result['metrics'].get('general_seconds', 0):.0f}",
              f"{steps[f'distill the {label}']:.0f}", fmt(round(rate)), f"{rate / minilm:.2f}x"]
         )  # fmt: skip
     return Table(
         "The encoder student's dial: MiniLM-L6 cut to N layers (spread from the first), with "
         "and without the feature loss (its pooled vector, through a learned projection, against "
         "the teacher encoder's), the same teacher and cached transfer rows; distill seconds "
-        "wall, on the CPU; rows/s of the models alone, against "
+        "wall, on the CPU, the general stage's included (a shallower depth's, once per "
+        "machine: 0 where the cache had it); rows/s of the models alone, against "
         f"{minilm_name}'s {fmt(round(minilm))}",
         ["depth", "feature loss", "transfer rows", "epochs", "accuracy", "teacher, same rows",
-         "distill s", "rows/s", "x MiniLM + head"],
+         "general stage s", "distill s", "rows/s", "x MiniLM + head"],
         lines,
     )  # fmt: skip
 

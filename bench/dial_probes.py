@@ -103,6 +103,7 @@ def probe(
         "gold_weight": distill_params.gold_weight,
         "temperature": distill_params.temperature,
         "general_sentences": student.general_sentences_,
+        "general_seconds": student.general_seconds_,
         "seed": distill_params.seed,
         "steps": student.steps_,
         "accuracy": round(float(np.mean(predicted == held_out[1])), 4),

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from bench.common import Section, Table, fmt, pct, save_figure, scratch_dir, seeded_subsample
-from bench.dial import dial_headline, dial_table, distill_dial, general_stages
+from bench.dial import dial_headline, dial_table, distill_dial
 from sqlheads.engine.students.word.architectures import NAMES
 from sqlheads.report.figures import pyplot
 
@@ -156,6 +156,7 @@ def run(
         result = step(name, lambda: host.distill(
             store, head=STUDENT, set_name=set_name, labels=LABELS, teacher_head=TEACHER,
             deploy="never", **arguments))  # fmt: skip
+        result["metrics"] = json.loads(store.model_record(result["model_id"])["metrics_json"])
         print(f"[students] {name}: {result['accuracy']:.4f}", file=sys.stderr, flush=True)
         return result
 
@@ -197,7 +198,6 @@ def run(
     encoder_options = dict(size["encoder_student"])
     encoder_rows = encoder_options.pop("transfer_rows") or student_kind("encoder").transfer_rows
     epochs = encoder_options.get("epochs") or student_kind("encoder").epochs
-    general_stages(step, encoder_options, size["layers"])
     dialled = distill_dial(
         distill, {"transfer_rows": encoder_rows, **encoder_options}, size["layers"]
     )

@@ -17,6 +17,7 @@ fp32 one (:data:`INT8_TOLERANCE`): beyond it the student ships in fp32.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -165,6 +166,7 @@ class EncoderStudent(FittedTextStudent):
     feature_rows_: int = field(default=0, init=False)  # rows that taught their teacher's vector
     feature_weight_: float = field(default=0.0, init=False)  # the feature loss's weight, as used
     general_sentences_: int = field(default=0, init=False)  # its general stage's; 0: none
+    general_seconds_: float = field(default=0.0, init=False)  # spent on it here (0: cached)
 
     def __post_init__(self) -> None:
         self._scorer: OnnxTextClassifier | None = None
@@ -263,10 +265,12 @@ class EncoderStudent(FittedTextStudent):
         self.general_sentences_ = 0
         if len(self.layers_kept_) == model_depth(model_dir) or not p.general_sentences:
             return model_dir
+        started = time.perf_counter()
         start = general_student(
             p.model, self.layers_kept_, sentences=p.general_sentences,
             max_length=p.max_length, device=device, max_steps=p.max_steps, progress=progress,
         )  # fmt: skip
+        self.general_seconds_ = round(time.perf_counter() - started, 1)
         recipe = json.loads((start / RECIPE).read_text(encoding="utf-8"))
         self.general_sentences_ = int(recipe["sentences"])  # fewer under max_steps
         if progress is not None:
