@@ -4,7 +4,8 @@ It fine-tunes the encoder with its classification layer through the shared loop 
 :mod:`engine.training.tuner`, on the tempered KL of :mod:`engine.students.losses` (the same
 loss as the word student), then ships as one ONNX graph scored from raw text by
 onnxruntime. It comes in depths (``layers``: N of the model's transformer layers, the others
-dropped before fine-tuning, chosen by :func:`kept_layers`), and where the teacher's encoder
+dropped before fine-tuning, chosen by :func:`kept_layers`; a shallower one starts from its
+general stage, :mod:`engine.students.general`), and where the teacher's encoder
 gave its vectors of the rows (a teacher head's, cached beside the soft labels), it learns them
 too: its mean-pooled last hidden state, through a learned projection that is not shipped,
 against the teacher's vector (:func:`engine.students.losses.feature_loss`, weight
@@ -35,7 +36,12 @@ from sqlheads.engine.encoders.text_classifier import (
 )
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
-from sqlheads.engine.students.general import GENERAL_SENTENCES, RECIPE, keep_layers
+from sqlheads.engine.students.general import (
+    GENERAL_SENTENCES,
+    RECIPE,
+    general_student,
+    keep_layers,
+)
 from sqlheads.engine.students.word.student import FittedTextStudent
 from sqlheads.engine.training.params import TunerParams
 from sqlheads.errors import InvalidParameterError
@@ -259,10 +265,8 @@ class EncoderStudent(FittedTextStudent):
     def _start(self, model_dir: Path, device, progress: Progress | None) -> Path:
         """The weights the task's distillation starts from: the model's own, or, for a
         shallower student, its kept layers after the general stage (engine.students.general)."""
-        from sqlheads.engine.students.general import general_student
-
         p = self.params
-        self.general_sentences_ = 0
+        self.general_sentences_, self.general_seconds_ = 0, 0.0
         if len(self.layers_kept_) == model_depth(model_dir) or not p.general_sentences:
             return model_dir
         started = time.perf_counter()
