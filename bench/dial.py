@@ -3,7 +3,8 @@
 ``bench students`` at the dial's size, in a section of its own: all of Rotten Tomatoes on a
 fresh SQLite file, the frozen all-mpnet-base-v2 int8 head as teacher, and MiniLM-L6 cut to 6,
 3 and 2 layers (spread from the first), each distilled at the encoder kind's defaults with and
-without the feature loss (learning the teacher's vectors beside its soft labels), on the same
+without the feature loss (learning the teacher's vectors beside its soft labels; on by default
+from three layers up), on the same
 cached transfer rows, the shallower ones after their general stage (their layers learning the
 whole MiniLM's hidden states on 30,000 IMDB sentences, once per machine: its seconds a column of
 their own, and part of the first distill's seconds);
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Section, Table, fmt, pct
+from sqlheads.engine.students.encoder import FEATURE_WEIGHT, default_feature_weight
 
 # the students run's size at each of this benchmark's scales
 SIZE = {"full": "dial", "quick": "quick", "tiny": "tiny"}
@@ -46,14 +48,15 @@ def name(layers: int, feature: bool) -> str:
 def distill_dial(
     distill: Callable[..., dict[str, Any]], options: dict[str, Any], layers: tuple[int, ...]
 ) -> dict[str, dict[str, Any]]:
-    """Each depth of ``layers``, feature loss on then off, distilled with ``options`` (transfer
-    rows, epochs, ... as ``host.distill`` takes them) on the CPU; by :func:`name`."""
+    """Each depth of ``layers``, feature loss on (at :data:`FEATURE_WEIGHT`, whatever the
+    depth's default) then off, distilled with ``options`` (transfer rows, epochs, ... as
+    ``host.distill`` takes them) on the CPU; by :func:`name`."""
     return {
         name(n, feature): distill(
             f"distill the {name(n, feature)}",
             student="encoder",
             layers=n,
-            feature_weight=None if feature else 0.0,
+            feature_weight=FEATURE_WEIGHT if feature else 0.0,
             device="cpu",
             **options,
         )
@@ -77,7 +80,7 @@ def dial_table(
         rate = alone[label]
         depth, learnt = label.removeprefix("encoder student L").split(", ")
         lines.append(
-            [depth, "on" if learnt == FEATURE[True] else "off", fmt(rows), str(epochs),
+            [depth, _feature_cell(int(depth), learnt == FEATURE[True]), fmt(rows), str(epochs),
              pct(result["accuracy"]), pct(result["teacher_accuracy"]),
              f"{result['metrics'].get('general_seconds', 0):.0f}",
              f"{steps[f'distill the {label}']:.0f}", fmt(round(rate)), f"{rate / minilm:.2f}x"]
@@ -98,15 +101,29 @@ def dial_table(
 def dial_headline(
     section: str, dialled: dict[str, dict[str, Any]], alone: dict[str, float], minilm: float
 ) -> list[str]:
-    """One headline row: each depth's accuracy and speed against MiniLM + head (feature loss
-    on)."""
-    shown = [(label, r) for label, r in dialled.items() if label.endswith(FEATURE[True])]
+    """One headline row: each depth's accuracy and speed against MiniLM + head, at its
+    defaults (the feature loss on or off as :func:`default_feature_weight` says)."""
+    shown = [
+        (label, r)
+        for label, r in dialled.items()
+        if label.endswith(FEATURE[default_feature_weight(_depth(label)) > 0])
+    ]
     return [
         section,
-        "RT encoder student by depth, labels + vectors: layers "
-        + " / ".join(label.removeprefix("encoder student L").split(",")[0] for label, _ in shown),
+        "RT encoder student by depth, at its defaults: layers "
+        + " / ".join(str(_depth(label)) for label, _ in shown),
         " / ".join(
             f"{pct(r['accuracy'])} at {alone[label] / minilm:.1f}x MiniLM + head"
             for label, r in shown
         ),
     ]
+
+
+def _depth(label: str) -> int:
+    return int(label.removeprefix("encoder student L").split(",")[0])
+
+
+def _feature_cell(depth: int, on: bool) -> str:
+    """The feature loss on or off, and whether that is the depth's default."""
+    default = (default_feature_weight(depth) > 0) == on
+    return ("on" if on else "off") + (" (default)" if default else "")

@@ -28,9 +28,11 @@ from sqlheads.engine.encoders import text_classifier
 from sqlheads.engine.encoders.onnx_encoder import OnnxEncoder
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.encoder import (
+    FEATURE_LAYERS,
     FEATURE_WEIGHT,
     EncoderStudent,
     EncoderStudentParams,
+    default_feature_weight,
     default_lr,
     kept_layers,
 )
@@ -63,7 +65,8 @@ class EmbeddedTexts:
 def dial(tmp_path_factory, embedded_template: Path, copy_sqlite) -> dict:
     """A deployed head teaches twice on the session's sample: a TF-IDF student first (the
     teacher scores the transfer rows, keeping its vectors), then a one-layer encoder student
-    that learns the soft labels and the vectors, counting the texts embedded meanwhile."""
+    told to learn the soft labels and the vectors (under FEATURE_LAYERS layers it would learn
+    the soft labels alone), counting the texts embedded meanwhile."""
     store = copy_sqlite(embedded_template, tmp_path_factory.mktemp("dial") / "heads.db")
     host.train(store, head="teacher", set_name="reviews", labels=LABELS, deploy="always")
     taught = {"head": "sentiment", "set_name": "reviews", "labels": LABELS}
@@ -72,7 +75,9 @@ def dial(tmp_path_factory, embedded_template: Path, copy_sqlite) -> dict:
         embedded = EmbeddedTexts(patch)
         first = host.distill(store, student="tfidf", **taught)
         after_first = embedded.texts
-        second = host.distill(store, batch_size=8, deploy="always", **SHALLOW, **taught)
+        second = host.distill(
+            store, batch_size=8, deploy="always", feature_weight=2.0, **SHALLOW, **taught
+        )
     return {
         "store": store,
         "first": first,
@@ -124,8 +129,7 @@ def test_a_shallow_student_learns_the_vectors_of_every_row_it_distils_on(dial):
     assert metrics["layers_kept"] == [0] and params["layers"] == 1
     # every row distilled on (480 training rows, the transfer rows) had its teacher's vector
     assert metrics["feature_rows"] == second["rows_train"] == 480 + TRANSFER_ROWS
-    # none given: the default weight, since the teacher gave its vectors
-    assert params["feature_weight"] is None and metrics["feature_weight"] == FEATURE_WEIGHT > 0
+    assert params["feature_weight"] == metrics["feature_weight"] == 2.0  # as told
     assert second["parameters"] < 15_000_000  # MiniLM-L6 keeps 22.7 M; one layer of six
 
 
@@ -245,11 +249,15 @@ def test_the_layers_kept_are_spread_from_the_first():
 
 
 def _shallow_fit(
-    taught_tiny: pd.DataFrame, vectors: np.ndarray | None, pooling: str = "mean"
+    taught_tiny: pd.DataFrame,
+    vectors: np.ndarray | None,
+    pooling: str = "mean",
+    feature_weight: float | None = FEATURE_WEIGHT,
 ) -> EncoderStudent:
     params = EncoderStudentParams(
-        max_length=32, batch_size=8, max_steps=1, device="cpu", layers=1, pooling=pooling
-    )
+        max_length=32, batch_size=8, max_steps=1, device="cpu", layers=1, pooling=pooling,
+        feature_weight=feature_weight,
+    )  # fmt: skip
     return EncoderStudent(params).fit(
         taught_tiny["text"].tolist()[:16],
         ["negative", "positive"],
@@ -275,6 +283,14 @@ def test_a_shallow_students_onnx_graph_agrees_with_pytorch(taught_tiny: pd.DataF
     meta = {p.key: p.value for p in graph.metadata_props}
     assert json.loads(meta["layers"]) == [0] and "projection" not in str(graph.graph.initializer)
     assert student.quantization_ == "int8"
+
+
+def test_the_teachers_vectors_are_learnt_by_default_from_three_layers_up(taught_tiny):
+    assert FEATURE_LAYERS == 3 and FEATURE_WEIGHT > 0
+    assert [default_feature_weight(n) for n in range(1, 7)] == [0.0, 0.0] + [FEATURE_WEIGHT] * 4
+    vectors = np.random.default_rng(0).normal(size=(16, 768)).astype(np.float32)
+    student = _shallow_fit(taught_tiny, vectors, feature_weight=None)  # one layer, none told
+    assert student.feature_weight_ == 0.0 and student.feature_rows_ == 0
 
 
 def test_a_shallow_students_parity_check_refuses_a_broken_graph(taught_tiny, monkeypatch):
