@@ -4,10 +4,10 @@
 fresh SQLite file, the frozen all-mpnet-base-v2 int8 head as teacher, and MiniLM-L6 cut to 6,
 3 and 2 layers (spread from the first), each distilled at the encoder kind's defaults with and
 without the feature loss (learning the teacher's vectors beside its soft labels; on by default
-from three layers up), on the same
-cached transfer rows, the shallower ones after their general stage (their layers learning the
-whole MiniLM's hidden states on 60,000 IMDB sentences, once per machine: its seconds a column of
-their own, and part of the first distill's seconds);
+from three layers up), on the same cached transfer rows, the shallower ones after their general
+stage (their layers learning the whole MiniLM's hidden states on 30,000 IMDB sentences, 60,000
+for two layers, once per machine: its seconds a column of their own, and part of the first
+distill's seconds);
 beside them the teacher, the frozen MiniLM head, the default word student and the TF-IDF
 students, with every model's rows/s alone and each step's wall time.
 The word students' curve over transfer rows is ``bench students``' (full scale). This module

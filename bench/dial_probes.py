@@ -23,8 +23,6 @@ import time
 import numpy as np
 import pandas as pd
 
-from sqlheads.engine.students.general import GENERAL_SENTENCES
-
 # name -> (layers, layer choice, feature weight, pooling); "-mean": the mean-pooled classifier
 PROBES: dict[str, tuple[int, str, float, str]] = {
     f"L{n}-{choice}-fw{weight:g}{'' if pooling == 'cls' else '-' + pooling}": (
@@ -75,7 +73,7 @@ def teaching_rows(path: str, transfer_rows: int):
 
 
 def probe(
-    name: str, rows, held_out, distill_params, general_sentences: int = GENERAL_SENTENCES
+    name: str, rows, held_out, distill_params, general_sentences: int | None = None
 ) -> tuple[dict, object]:
     """One probe's JSON record, and the student it fitted."""
     from sqlheads.engine.students.encoder import EncoderStudent, EncoderStudentParams
@@ -132,8 +130,9 @@ def main() -> None:
         "the teacher's",
     )  # fmt: skip
     parser.add_argument(
-        "--general-sentences", type=int, default=GENERAL_SENTENCES,
-        help="IMDB sentences of a shallower student's general stage (0: none, the task alone)",
+        "--general-sentences", type=int,
+        help="IMDB sentences of a shallower student's general stage (0: none, the task alone; "
+        "default: the depth's, engine.students.general.default_sentences)",
     )  # fmt: skip
     parser.add_argument("--assistant-lr", type=float, default=5e-5)  # six layers': LR_WHOLE
     # the training's seed only: the held-out split stays the fixed one (distill's --seed moves both)

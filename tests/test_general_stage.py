@@ -88,6 +88,17 @@ def test_the_general_stage_brings_the_kept_layers_toward_the_whole_model_once(
     assert other != built and trained == [[0, 3], [0, 2, 4]]  # another depth, another stage
 
 
+def test_the_shallowest_students_have_the_longer_stage():
+    assert [general.default_sentences(n) for n in range(1, 6)] == [
+        general.LONG_STAGE_SENTENCES,
+        general.LONG_STAGE_SENTENCES,
+        general.GENERAL_SENTENCES,
+        general.GENERAL_SENTENCES,
+        general.GENERAL_SENTENCES,
+    ]
+    assert general.LONG_STAGE_SENTENCES > general.GENERAL_SENTENCES
+
+
 def test_the_imdb_corpus_is_sentences_in_a_seeded_order():
     sentences = general.corpus(500)
     shortest, longest = general.SENTENCE_CHARS

@@ -155,9 +155,10 @@ def test_shell_block_runs_as_written(docs_dir: Path, page: str, line: int, block
         # (each student's default): minutes of MPNet's on two cores; 300 keep the test's to seconds
         "TRANSFER_ROWS": "300",
         # the encoder student's dial distils ${LAYERS:-6 3 2}: minutes of fine-tuning MiniLM
-        # three times on two cores, and a shallower depth's general stage first (60,000 IMDB
-        # sentences, once per machine: minutes more); one depth runs the block's every command,
-        # and the whole model's has no general stage (tests/test_general_stage.py runs it)
+        # three times on two cores, and a shallower depth's general stage first (30,000 or
+        # 60,000 IMDB sentences, once per machine: minutes more); one depth runs the block's
+        # every command, and the whole model's has no general stage (tests/test_general_stage.py
+        # runs it)
         "LAYERS": "6",
     }
     env.pop("SQLHEADS_URL", None)

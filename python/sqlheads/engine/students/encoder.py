@@ -37,8 +37,8 @@ from sqlheads.engine.encoders.text_classifier import (
 from sqlheads.engine.progress import Progress
 from sqlheads.engine.students.distillation import DistillParams
 from sqlheads.engine.students.general import (
-    GENERAL_SENTENCES,
     RECIPE,
+    default_sentences,
     general_student,
     keep_layers,
 )
@@ -141,8 +141,9 @@ class EncoderStudentParams(Params):
     layer_choice: str = param(LAYER_CHOICE, OneOf(LAYER_CHOICES), door=False)
     pooling: str = param(POOLING, OneOf(POOLINGS), door=False)
     # IMDB sentences a shallower student's layers first learn the whole model's hidden states
-    # on (engine.students.general; 0: none, the task alone); built once per machine and depth
-    general_sentences: int = param(GENERAL_SENTENCES, Interval(int, 0, 1_000_000), door=False)
+    # on (engine.students.general; 0: none, the task alone; None: default_sentences, by depth);
+    # built once per machine and depth
+    general_sentences: int | None = param(None, Interval(int, 0, 1_000_000), None, door=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -276,11 +277,14 @@ class EncoderStudent(FittedTextStudent):
         shallower student, its kept layers after the general stage (engine.students.general)."""
         p = self.params
         self.general_sentences_, self.general_seconds_ = 0, 0.0
-        if len(self.layers_kept_) == model_depth(model_dir) or not p.general_sentences:
+        sentences = p.general_sentences
+        if sentences is None:
+            sentences = default_sentences(len(self.layers_kept_))
+        if len(self.layers_kept_) == model_depth(model_dir) or not sentences:
             return model_dir
         started = time.perf_counter()
         start = general_student(
-            p.model, self.layers_kept_, sentences=p.general_sentences,
+            p.model, self.layers_kept_, sentences=sentences,
             max_length=p.max_length, device=device, max_steps=p.max_steps, progress=progress,
         )  # fmt: skip
         self.general_seconds_ = round(time.perf_counter() - started, 1)
