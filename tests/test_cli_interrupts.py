@@ -111,6 +111,46 @@ def test_ctrl_c_during_train_or_distill_says_no_version_was_written_and_to_run_i
     assert versions_of(taught, head) == []
 
 
+def test_training_announces_its_start_once_its_libraries_are_imported(taught: Store):
+    """The first "training HEAD: 0 of N epochs" line comes after torch and scikit-learn are
+    imported: a Ctrl-C at that line lands in the training loop, not inside a library's import,
+    where a bare ``except`` swallowed it and the training ran on to exit 0 (CI, stop 46)."""
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "sqlheads.cli",
+            "--url",
+            str(taught.engine.url),
+            "train",
+            "--head",
+            "short",
+            "--set",
+            "reviews",
+            "--recipe",
+            "full",
+            "--epochs",
+            "5",
+            *LABELS,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PYTHONUNBUFFERED": "1"},
+        timeout=300,
+    )
+    assert process.returncode == 0, process.stderr
+    lines = process.stderr.splitlines()
+    started = next(i for i, line in enumerate(lines) if line.startswith("training short: 0 of"))
+    ended = next(i for i, line in enumerate(lines) if line.startswith("training short: 5 of"))
+    imported_in_training = [line.split("|")[-1].strip() for line in lines[started + 1 : ended]]
+    # torch's first optimizer step imports its profiler's CUPTI monitor (record_function): one
+    # module of torch's own; before the fix, torch and scikit-learn (~700 modules) came here
+    libraries = [name for name in imported_in_training if not name.startswith("torch.profiler")]
+    assert libraries == [], libraries[:10]
+
+
 runner = CliRunner()
 
 

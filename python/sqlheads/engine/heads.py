@@ -157,7 +157,8 @@ class HeadClassifier:
     def fit(
         self, X: np.ndarray, y: Sequence[str], progress: Progress | None = None
     ) -> HeadClassifier:
-        """Train; ``progress`` hears of each epoch: ``(epochs done, epochs at most)``."""
+        """Train; ``progress`` hears ``(0, epochs at most)`` as the loop starts, then
+        ``(epochs done, epochs at most)`` after each epoch."""
         import torch
 
         # A tiny MLP's matrices are too small to share out: one thread measured 13x faster
@@ -219,6 +220,8 @@ class HeadClassifier:
         self.loss_curve_, self.validation_curve_ = [], []
         best_loss, best_state, self.best_epoch_ = float("inf"), None, p.epochs
         stale = 0
+        if progress is not None:  # training starts now, its libraries imported: a Ctrl-C from
+            progress(0, p.epochs, None)  # here on lands in this loop, not inside an import
         for epoch in range(p.epochs):
             model.train()
             shuffled = fit_rows[torch.randperm(len(fit_rows), generator=generator)]

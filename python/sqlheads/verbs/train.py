@@ -59,8 +59,6 @@ def train(
     if texts is not None:
         labelled["text"] = texts
     deployed = store.deployed_model(head)
-    if progress is not None:
-        progress(0, params.head_params.epochs, None)  # training starts now
     result = train_rows(
         labelled,
         params=params,
