@@ -4,6 +4,7 @@ real processes where a terminal sends them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from sqlheads.cli import app
 from sqlheads.cli.render import ProgressLines
+from sqlheads.engine.heads import HeadClassifier
 from sqlheads.store.repository import Store
 from sqlheads.verbs import predict as predict_verb
 
@@ -149,6 +151,45 @@ def test_training_announces_its_start_once_its_libraries_are_imported(taught: St
     # module of torch's own; before the fix, torch and scikit-learn (~700 modules) came here
     libraries = [name for name in imported_in_training if not name.startswith("torch.profiler")]
     assert libraries == [], libraries[:10]
+
+
+def test_a_ctrl_c_that_a_library_swallowed_stops_training_at_its_next_report(
+    taught: Store, monkeypatch
+):
+    """A real SIGINT caught on its way by a bare ``except`` (as inside a library's import): the
+    command still stops at its next progress report, exit 130, and writes no version."""
+    fit = HeadClassifier.fit
+
+    def swallowing(head: HeadClassifier, *args, **kwargs) -> HeadClassifier:
+        with contextlib.suppress(KeyboardInterrupt):  # as a library's bare except does
+            signal.raise_signal(signal.SIGINT)
+        return fit(head, *args, **kwargs)
+
+    monkeypatch.setattr(HeadClassifier, "fit", swallowing)
+    # as at a terminal: Python's own handler (a pytest worker may run with another)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        result = runner.invoke(
+            app,
+            [
+                "--url",
+                str(taught.engine.url),
+                "train",
+                "--head",
+                "long",
+                "--set",
+                "reviews",
+                "--epochs",
+                "50",
+                *LABELS,
+            ],  # fmt: skip
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 130, said
+    assert "interrupted after 0 of 50 epochs" in said, said
+    assert versions_of(taught, "long") == []
 
 
 runner = CliRunner()

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 
 from sqlheads import host
 from sqlheads.cli import help as cli_help
+from sqlheads.cli.interrupts import remembered
 from sqlheads.errors import DatabaseError, NotInitialisedError, SqlheadsError
 from sqlheads.store import migrations
 from sqlheads.store.repository import Store
@@ -205,7 +206,8 @@ def run(
     ``kept()`` says what the command kept and what to run to go on (:mod:`.interrupts`), once
     the interrupt has closed the progress display."""
     try:
-        result = action()
+        with remembered():
+            result = action()
     except KeyboardInterrupt:
         interrupted(_said_after_interrupt(kept, title))
     except SqlheadsError as error:

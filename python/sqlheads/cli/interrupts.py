@@ -4,13 +4,53 @@ A command hands :func:`sqlheads.cli.app.run` a ``kept`` function; ``run`` calls 
 interrupt has closed the progress display, and prints its sentence. The sentences are made
 from what the command heard (:class:`Heard`: the last report of each stage; every verb reports
 after the work it reports has been committed, where it commits in steps) and from the store as
-the interrupt left it (:class:`NewVersion`: whether the version was written)."""
+the interrupt left it (:class:`NewVersion`: whether the version was written).
+
+Ctrl-C is also remembered while a command runs (:func:`remembered`): one that a library swallows
+stops the command at its next report all the same (:class:`Heard`)."""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from sqlheads.store.repository import Store
+
+_pressed = False  # Ctrl-C came while the current command ran (set by its signal handler)
+
+
+@contextmanager
+def remembered() -> Iterator[None]:
+    """Ctrl-C while the block runs raises KeyboardInterrupt as Python's own handler does, and
+    is remembered: one that is lost on its way (in CI, one that came while torch and
+    scikit-learn were being imported was, and the training ran on to exit 0) stops the command
+    at its next progress report instead (:func:`stop_if_pressed`). Where Ctrl-C is ignored (a
+    run in the background inherits that) or handled by someone else, nothing changes."""
+    global _pressed
+    _pressed = False
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def pressed(number: int, frame: FrameType | None) -> None:
+        global _pressed
+        _pressed = True
+        signal.default_int_handler(number, frame)
+
+    signal.signal(signal.SIGINT, pressed)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def stop_if_pressed() -> None:
+    """Raise KeyboardInterrupt if Ctrl-C came during this command and was swallowed on its way."""
+    if _pressed:
+        raise KeyboardInterrupt
 
 
 class Heard:
@@ -28,6 +68,7 @@ class Heard:
         self.last[self.stage] = (done, total)
         if self.display is not None:
             self.display(done, total, stage)
+        stop_if_pressed()  # after the report: the work it reports is committed
 
     def showing(self, display: Any | None) -> Heard:
         """This tally, drawn on ``display`` (the command's, once it is open)."""
