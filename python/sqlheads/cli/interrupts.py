@@ -6,8 +6,8 @@ from what the command heard (:class:`Heard`: the last report of each stage; ever
 after the work it reports has been committed, where it commits in steps) and from the store as
 the interrupt left it (:class:`NewVersion`: whether the version was written).
 
-Ctrl-C is also remembered while a command runs (:func:`remembered`): one that a library swallows
-stops the command at its next report all the same (:class:`Heard`)."""
+Ctrl-C is also remembered while a command runs (:func:`remembered`): one lost on its way stops
+the command at its next report all the same (:class:`Heard`)."""
 
 from __future__ import annotations
 
